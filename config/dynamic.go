@@ -1,0 +1,183 @@
+// Package config holds tollgate's plain configuration types: the static
+// configuration read once at start (static.go) and the dynamic TCP
+// configuration that providers produce and the proxy compiles (this file).
+//
+// The types are values with no behaviour beyond defaults and validation; they
+// do no I/O and import nothing from the runtime. Field names follow Traefik v3's
+// TCP configuration so that files, labels and tags written for Traefik decode
+// unchanged (paerser matches them case-insensitively).
+package config
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Dynamic is one complete dynamic configuration: what a provider emits and what
+// the watcher merges. A nil TCP section means "nothing".
+type Dynamic struct {
+	TCP *TCPConfiguration `json:"tcp,omitempty" toml:"tcp,omitempty" yaml:"tcp,omitempty" export:"true"`
+}
+
+// TCPConfiguration is the Traefik `tcp` section. Map keys are resource names:
+// bare in provider output, qualified (`name@provider`) once merged by the watcher.
+type TCPConfiguration struct {
+	Routers     map[string]*TCPRouter     `json:"routers,omitempty" toml:"routers,omitempty" yaml:"routers,omitempty" export:"true"`
+	Services    map[string]*TCPService    `json:"services,omitempty" toml:"services,omitempty" yaml:"services,omitempty" export:"true"`
+	Middlewares map[string]*TCPMiddleware `json:"middlewares,omitempty" toml:"middlewares,omitempty" yaml:"middlewares,omitempty" export:"true"`
+}
+
+// TCPRouter matches connections accepted on its entry points and hands them,
+// through its middlewares in order, to its service. An empty EntryPoints means
+// every entry point; an empty Rule drops the router.
+type TCPRouter struct {
+	EntryPoints []string            `json:"entryPoints,omitempty" toml:"entryPoints,omitempty" yaml:"entryPoints,omitempty" export:"true"`
+	Middlewares []string            `json:"middlewares,omitempty" toml:"middlewares,omitempty" yaml:"middlewares,omitempty" export:"true"`
+	Service     string              `json:"service,omitempty" toml:"service,omitempty" yaml:"service,omitempty" export:"true"`
+	Rule        string              `json:"rule,omitempty" toml:"rule,omitempty" yaml:"rule,omitempty"`
+	Priority    int                 `json:"priority,omitempty" toml:"priority,omitempty,omitzero" yaml:"priority,omitempty" export:"true"`
+	TLS         *RouterTCPTLSConfig `json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+}
+
+// RouterTCPTLSConfig is a router's TLS section. tollgate holds no keys: only
+// passthrough (route on the ClientHello's SNI, replay the bytes) is served.
+// `tls=true` in labels creates the section with Passthrough false.
+type RouterTCPTLSConfig struct {
+	Passthrough  bool   `json:"passthrough" toml:"passthrough" yaml:"passthrough" export:"true"`
+	Options      string `json:"options,omitempty" toml:"options,omitempty" yaml:"options,omitempty" export:"true"`
+	CertResolver string `json:"certResolver,omitempty" toml:"certResolver,omitempty" yaml:"certResolver,omitempty" export:"true"`
+}
+
+// TCPService is exactly one of LoadBalancer or Weighted.
+type TCPService struct {
+	LoadBalancer *TCPServersLoadBalancer `json:"loadBalancer,omitempty" toml:"loadBalancer,omitempty" yaml:"loadBalancer,omitempty" export:"true"`
+	Weighted     *TCPWeightedRoundRobin  `json:"weighted,omitempty" toml:"weighted,omitempty" yaml:"weighted,omitempty" label:"-" export:"true"`
+}
+
+// TCPServersLoadBalancer spreads connections round-robin over Servers.
+type TCPServersLoadBalancer struct {
+	Servers []TCPServer `json:"servers,omitempty" toml:"servers,omitempty" yaml:"servers,omitempty" label-slice-as-struct:"server" export:"true"`
+	// ProxyProtocol, when set, sends a PROXY header of that version to each server.
+	ProxyProtocol *ProxyProtocol `json:"proxyProtocol,omitempty" toml:"proxyProtocol,omitempty" yaml:"proxyProtocol,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	// TerminationDelay is how long, in milliseconds, the other direction may go on
+	// after one side closed its write half. Nil means 100 ms; a negative value waits
+	// without limit.
+	TerminationDelay *int            `json:"terminationDelay,omitempty" toml:"terminationDelay,omitempty" yaml:"terminationDelay,omitempty" export:"true"`
+	HealthCheck      *TCPHealthCheck `json:"healthCheck,omitempty" toml:"healthCheck,omitempty" yaml:"healthCheck,omitempty" export:"true"`
+}
+
+// DefaultTerminationDelayMillis is the termination delay when none is configured.
+const DefaultTerminationDelayMillis = 100
+
+// TCPServer is one backend address. In labels only Port is read (the address
+// comes from the container or the catalog).
+type TCPServer struct {
+	Address string `json:"address,omitempty" toml:"address,omitempty" yaml:"address,omitempty" label:"-"`
+	Port    string `json:"-" toml:"-" yaml:"-" file:"-"`
+}
+
+// ProxyProtocol selects the PROXY protocol version sent to servers (1 or 2).
+type ProxyProtocol struct {
+	Version int `json:"version,omitempty" toml:"version,omitempty" yaml:"version,omitempty" export:"true"`
+}
+
+// SetDefaults makes `proxyProtocol=true` mean version 2, as in Traefik.
+func (p *ProxyProtocol) SetDefaults() { p.Version = 2 }
+
+// TCPHealthCheck probes each server with a TCP connection (optionally sending
+// Send and expecting a reply that starts with Expect).
+type TCPHealthCheck struct {
+	Interval Duration `json:"interval,omitempty" toml:"interval,omitempty" yaml:"interval,omitempty" export:"true"`
+	Timeout  Duration `json:"timeout,omitempty" toml:"timeout,omitempty" yaml:"timeout,omitempty" export:"true"`
+	Port     int      `json:"port,omitempty" toml:"port,omitempty,omitzero" yaml:"port,omitempty" export:"true"`
+	Send     string   `json:"send,omitempty" toml:"send,omitempty" yaml:"send,omitempty" export:"true"`
+	Expect   string   `json:"expect,omitempty" toml:"expect,omitempty" yaml:"expect,omitempty" export:"true"`
+}
+
+// TCPWeightedRoundRobin spreads connections over other services by weight.
+type TCPWeightedRoundRobin struct {
+	Services []TCPWRRService `json:"services,omitempty" toml:"services,omitempty" yaml:"services,omitempty" export:"true"`
+}
+
+// TCPWRRService is one weighted member. A nil Weight means 1; 0 gets nothing.
+type TCPWRRService struct {
+	Name   string `json:"name,omitempty" toml:"name,omitempty" yaml:"name,omitempty" export:"true"`
+	Weight *int   `json:"weight,omitempty" toml:"weight,omitempty" yaml:"weight,omitempty" export:"true"`
+}
+
+// TCPMiddleware holds exactly one middleware type.
+type TCPMiddleware struct {
+	InFlightConn *TCPInFlightConn `json:"inFlightConn,omitempty" toml:"inFlightConn,omitempty" yaml:"inFlightConn,omitempty" export:"true"`
+	IPAllowList  *TCPIPAllowList  `json:"ipAllowList,omitempty" toml:"ipAllowList,omitempty" yaml:"ipAllowList,omitempty" export:"true"`
+}
+
+// TCPInFlightConn limits simultaneous connections per client IP.
+type TCPInFlightConn struct {
+	// Amount is the most connections one client IP may hold open. 0 rejects all.
+	Amount int64 `json:"amount" toml:"amount" yaml:"amount" export:"true"`
+	// DryRun counts would-be rejections without closing anything (tollgate extension).
+	DryRun bool `json:"dryRun,omitempty" toml:"dryRun,omitempty" yaml:"dryRun,omitempty" export:"true"`
+	// IPv6Subnet, when set, keys IPv6 clients by their prefix of that many bits
+	// (tollgate extension). IPv4 clients are always keyed by address.
+	IPv6Subnet *int `json:"ipv6Subnet,omitempty" toml:"ipv6Subnet,omitempty" yaml:"ipv6Subnet,omitempty" export:"true"`
+}
+
+// TCPIPAllowList admits only clients whose IP is in SourceRange (IPs or CIDRs).
+type TCPIPAllowList struct {
+	SourceRange []string `json:"sourceRange,omitempty" toml:"sourceRange,omitempty" yaml:"sourceRange,omitempty"`
+}
+
+// Kind names the single middleware type set in m, or returns an error when
+// none or several are set.
+func (m *TCPMiddleware) Kind() (string, error) {
+	var kinds []string
+	if m.InFlightConn != nil {
+		kinds = append(kinds, "inFlightConn")
+	}
+	if m.IPAllowList != nil {
+		kinds = append(kinds, "ipAllowList")
+	}
+	switch len(kinds) {
+	case 0:
+		return "", errors.New("middleware has no type: set inFlightConn or ipAllowList")
+	case 1:
+		return kinds[0], nil
+	default:
+		return "", fmt.Errorf("middleware has several types %v: one middleware block takes exactly one", kinds)
+	}
+}
+
+// Validate reports the problems of s that make it unusable on its own terms
+// (references are checked by the compiler, which sees the whole configuration).
+func (s *TCPService) Validate() error {
+	switch {
+	case s.LoadBalancer != nil && s.Weighted != nil:
+		return errors.New("service has both loadBalancer and weighted: set exactly one")
+	case s.LoadBalancer == nil && s.Weighted == nil:
+		return errors.New("service has neither loadBalancer nor weighted")
+	}
+	if lb := s.LoadBalancer; lb != nil {
+		if lb.ProxyProtocol != nil && lb.ProxyProtocol.Version != 1 && lb.ProxyProtocol.Version != 2 {
+			return fmt.Errorf("proxyProtocol.version %d is not supported: use 1 or 2", lb.ProxyProtocol.Version)
+		}
+		for i, srv := range lb.Servers {
+			if srv.Address == "" {
+				return fmt.Errorf("servers[%d] has no address", i)
+			}
+		}
+	}
+	if w := s.Weighted; w != nil {
+		if len(w.Services) == 0 {
+			return errors.New("weighted service lists no services")
+		}
+		for i, ws := range w.Services {
+			if ws.Name == "" {
+				return fmt.Errorf("weighted.services[%d] has no name", i)
+			}
+			if ws.Weight != nil && *ws.Weight < 0 {
+				return fmt.Errorf("weighted.services[%d] (%s) has negative weight %d", i, ws.Name, *ws.Weight)
+			}
+		}
+	}
+	return nil
+}

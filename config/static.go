@@ -1,0 +1,334 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Static is tollgate's static configuration: read once at start from
+// --configFile, flags and TOLLGATE_* env vars (paerser), never reloaded.
+// Names follow Traefik's static configuration.
+type Static struct {
+	EntryPoints map[string]*EntryPoint `description:"Entry points definition." json:"entryPoints,omitempty" toml:"entryPoints,omitempty" yaml:"entryPoints,omitempty" export:"true"`
+	Providers   *Providers             `description:"Providers configuration." json:"providers,omitempty" toml:"providers,omitempty" yaml:"providers,omitempty" export:"true"`
+	API         *API                   `description:"Enable the admin API (ping, rawdata, live limiter state)." json:"api,omitempty" toml:"api,omitempty" yaml:"api,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	Metrics     *Metrics               `description:"Metrics configuration." json:"metrics,omitempty" toml:"metrics,omitempty" yaml:"metrics,omitempty" export:"true"`
+	Log         *Log                   `description:"Log configuration." json:"log,omitempty" toml:"log,omitempty" yaml:"log,omitempty" export:"true"`
+	AccessLog   *AccessLog             `description:"Access log: one JSON line per closed connection." json:"accessLog,omitempty" toml:"accessLog,omitempty" yaml:"accessLog,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+}
+
+// Command is what the command line decodes into: Static plus the location of
+// the file that holds it.
+type Command struct {
+	Static     `export:"true"`
+	ConfigFile string `description:"Configuration file to use (TOML or YAML)." json:"configFile,omitempty" toml:"configFile,omitempty" yaml:"configFile,omitempty"`
+}
+
+// NewCommand returns a Command with every default set.
+func NewCommand() *Command {
+	c := &Command{}
+	c.Providers = &Providers{}
+	c.Providers.SetDefaults()
+	c.API = &API{}
+	c.API.SetDefaults()
+	c.Log = &Log{}
+	c.Log.SetDefaults()
+	return c
+}
+
+// EntryPoint is a listening address.
+type EntryPoint struct {
+	Address       string                `description:"Entry point address ([host]:port)." json:"address,omitempty" toml:"address,omitempty" yaml:"address,omitempty"`
+	ProxyProtocol *EntryPointProxyProto `description:"PROXY protocol configuration." json:"proxyProtocol,omitempty" toml:"proxyProtocol,omitempty" yaml:"proxyProtocol,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	Transport     *EntryPointsTransport `description:"Configures connection timeouts and the shutdown drain." json:"transport,omitempty" toml:"transport,omitempty" yaml:"transport,omitempty" export:"true"`
+}
+
+// SetDefaults gives an entry point its default transport.
+func (e *EntryPoint) SetDefaults() {
+	e.Transport = &EntryPointsTransport{}
+	e.Transport.SetDefaults()
+}
+
+// EntryPointProxyProto says whose PROXY protocol headers are believed.
+type EntryPointProxyProto struct {
+	Insecure   bool     `description:"Trust PROXY headers from every sender." json:"insecure,omitempty" toml:"insecure,omitempty" yaml:"insecure,omitempty" export:"true"`
+	TrustedIPs []string `description:"Trust PROXY headers only from these IPs or CIDRs." json:"trustedIPs,omitempty" toml:"trustedIPs,omitempty" yaml:"trustedIPs,omitempty"`
+}
+
+// EntryPointsTransport holds an entry point's timeouts.
+type EntryPointsTransport struct {
+	LifeCycle          *LifeCycle          `description:"Timeouts influencing the server life cycle." json:"lifeCycle,omitempty" toml:"lifeCycle,omitempty" yaml:"lifeCycle,omitempty" export:"true"`
+	RespondingTimeouts *RespondingTimeouts `description:"Timeouts for incoming connections." json:"respondingTimeouts,omitempty" toml:"respondingTimeouts,omitempty" yaml:"respondingTimeouts,omitempty" export:"true"`
+}
+
+// SetDefaults sets the default life cycle and responding timeouts.
+func (t *EntryPointsTransport) SetDefaults() {
+	t.LifeCycle = &LifeCycle{}
+	t.LifeCycle.SetDefaults()
+	t.RespondingTimeouts = &RespondingTimeouts{}
+	t.RespondingTimeouts.SetDefaults()
+}
+
+// LifeCycle bounds the shutdown drain.
+type LifeCycle struct {
+	GraceTimeOut Duration `description:"How long live connections may drain after the entry point stops accepting." json:"graceTimeOut,omitempty" toml:"graceTimeOut,omitempty" yaml:"graceTimeOut,omitempty" export:"true"`
+}
+
+// SetDefaults sets Traefik's 10 s drain.
+func (l *LifeCycle) SetDefaults() { l.GraceTimeOut = Duration(10 * time.Second) }
+
+// RespondingTimeouts bounds what tollgate waits for before routing.
+type RespondingTimeouts struct {
+	ReadTimeout Duration `description:"Deadline for reading a PROXY header or a TLS ClientHello before routing." json:"readTimeout,omitempty" toml:"readTimeout,omitempty" yaml:"readTimeout,omitempty" export:"true"`
+}
+
+// SetDefaults sets a 5 s peek deadline.
+func (r *RespondingTimeouts) SetDefaults() { r.ReadTimeout = Duration(5 * time.Second) }
+
+// Providers lists the configuration sources.
+type Providers struct {
+	ProvidersThrottleDuration Duration               `description:"Wait at least this long after a provider change before applying the next one from the same provider." json:"providersThrottleDuration,omitempty" toml:"providersThrottleDuration,omitempty" yaml:"providersThrottleDuration,omitempty" export:"true"`
+	File                      *FileProvider          `description:"Enable the file provider." json:"file,omitempty" toml:"file,omitempty" yaml:"file,omitempty" export:"true"`
+	Docker                    *DockerProvider        `description:"Enable the Docker provider." json:"docker,omitempty" toml:"docker,omitempty" yaml:"docker,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	ConsulCatalog             *ConsulCatalogProvider `description:"Enable the Consul Catalog provider." json:"consulCatalog,omitempty" toml:"consulCatalog,omitempty" yaml:"consulCatalog,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+}
+
+// DefaultThrottle is the default providersThrottleDuration: compiling is cheap,
+// so a short throttle keeps back-to-back changes fast.
+const DefaultThrottle = 50 * time.Millisecond
+
+// SetDefaults sets the default throttle.
+func (p *Providers) SetDefaults() { p.ProvidersThrottleDuration = Duration(DefaultThrottle) }
+
+// FileProvider reads a dynamic configuration file or a directory of them.
+type FileProvider struct {
+	Filename  string `description:"Load dynamic configuration from a file." json:"filename,omitempty" toml:"filename,omitempty" yaml:"filename,omitempty" export:"true"`
+	Directory string `description:"Load dynamic configuration from one or more .yml, .yaml or .toml files in a directory." json:"directory,omitempty" toml:"directory,omitempty" yaml:"directory,omitempty" export:"true"`
+	Watch     bool   `description:"Watch the file or directory for changes." json:"watch,omitempty" toml:"watch,omitempty" yaml:"watch,omitempty" export:"true"`
+}
+
+// SetDefaults turns watching on, as in Traefik.
+func (f *FileProvider) SetDefaults() { f.Watch = true }
+
+// DockerProvider configures the Docker provider.
+type DockerProvider struct {
+	Endpoint           string   `description:"Docker server endpoint (unix:// or tcp://); DOCKER_HOST when empty." json:"endpoint,omitempty" toml:"endpoint,omitempty" yaml:"endpoint,omitempty" export:"true"`
+	ExposedByDefault   bool     `description:"Expose containers by default (else only those with traefik.enable=true)." json:"exposedByDefault,omitempty" toml:"exposedByDefault,omitempty" yaml:"exposedByDefault,omitempty" export:"true"`
+	Network            string   `description:"Default Docker network used to reach containers." json:"network,omitempty" toml:"network,omitempty" yaml:"network,omitempty" export:"true"`
+	Watch              bool     `description:"Watch Docker events." json:"watch,omitempty" toml:"watch,omitempty" yaml:"watch,omitempty" export:"true"`
+	UseBindPortIP      bool     `description:"Use the host binding IP and port instead of the container's." json:"useBindPortIP,omitempty" toml:"useBindPortIP,omitempty" yaml:"useBindPortIP,omitempty" export:"true"`
+	AllowEmptyServices bool     `description:"Keep services whose containers are all unhealthy or stopped (with no servers)." json:"allowEmptyServices,omitempty" toml:"allowEmptyServices,omitempty" yaml:"allowEmptyServices,omitempty" export:"true"`
+	Constraints        string   `description:"Constraints expression over container labels (Label, LabelRegex, &&, ||, !)." json:"constraints,omitempty" toml:"constraints,omitempty" yaml:"constraints,omitempty" export:"true"`
+	RefreshInterval    Duration `description:"Full resync period, a safety net besides events." json:"refreshInterval,omitempty" toml:"refreshInterval,omitempty" yaml:"refreshInterval,omitempty" export:"true"`
+}
+
+// SetDefaults mirrors Traefik's Docker provider defaults.
+func (d *DockerProvider) SetDefaults() {
+	d.Endpoint = ""
+	d.ExposedByDefault = true
+	d.Watch = true
+	d.RefreshInterval = Duration(30 * time.Second)
+}
+
+// ConsulCatalogProvider configures the Consul Catalog provider.
+type ConsulCatalogProvider struct {
+	Endpoint         *ConsulEndpoint `description:"Consul endpoint settings." json:"endpoint,omitempty" toml:"endpoint,omitempty" yaml:"endpoint,omitempty" export:"true"`
+	Prefix           string          `description:"Prefix for tags." json:"prefix,omitempty" toml:"prefix,omitempty" yaml:"prefix,omitempty" export:"true"`
+	ExposedByDefault bool            `description:"Expose services by default (else only those tagged <prefix>.enable=true)." json:"exposedByDefault,omitempty" toml:"exposedByDefault,omitempty" yaml:"exposedByDefault,omitempty" export:"true"`
+	Watch            bool            `description:"Watch the catalog with blocking queries." json:"watch,omitempty" toml:"watch,omitempty" yaml:"watch,omitempty" export:"true"`
+	RefreshInterval  Duration        `description:"Full resync period." json:"refreshInterval,omitempty" toml:"refreshInterval,omitempty" yaml:"refreshInterval,omitempty" export:"true"`
+	StrictChecks     []string        `description:"Health check states that keep an instance (passing, warning, critical, maintenance)." json:"strictChecks,omitempty" toml:"strictChecks,omitempty" yaml:"strictChecks,omitempty" export:"true"`
+	Constraints      string          `description:"Constraints expression over tags (Tag, TagRegex, &&, ||, !)." json:"constraints,omitempty" toml:"constraints,omitempty" yaml:"constraints,omitempty" export:"true"`
+}
+
+// SetDefaults mirrors Traefik's consulCatalog defaults, but watches by default.
+func (c *ConsulCatalogProvider) SetDefaults() {
+	c.Endpoint = &ConsulEndpoint{}
+	c.Endpoint.SetDefaults()
+	c.Prefix = "traefik"
+	c.ExposedByDefault = true
+	c.Watch = true
+	c.RefreshInterval = Duration(15 * time.Second)
+	c.StrictChecks = []string{"passing", "warning"}
+}
+
+// ConsulEndpoint is how to reach the Consul agent.
+type ConsulEndpoint struct {
+	Address    string `description:"Consul HTTP address (CONSUL_HTTP_ADDR when empty, else 127.0.0.1:8500)." json:"address,omitempty" toml:"address,omitempty" yaml:"address,omitempty"`
+	Token      string `description:"ACL token (CONSUL_HTTP_TOKEN when empty)." json:"token,omitempty" toml:"token,omitempty" yaml:"token,omitempty" loggable:"false"`
+	Datacenter string `description:"Datacenter to read." json:"datacenter,omitempty" toml:"datacenter,omitempty" yaml:"datacenter,omitempty"`
+}
+
+// SetDefaults leaves the address to the environment or 127.0.0.1:8500.
+func (e *ConsulEndpoint) SetDefaults() {}
+
+// API is the admin listener.
+type API struct {
+	Address string `description:"Admin API listen address." json:"address,omitempty" toml:"address,omitempty" yaml:"address,omitempty"`
+}
+
+// DefaultAPIAddress is where the admin API listens unless told otherwise.
+const DefaultAPIAddress = "127.0.0.1:8080"
+
+// SetDefaults sets the admin address.
+func (a *API) SetDefaults() { a.Address = DefaultAPIAddress }
+
+// Metrics selects metrics exporters.
+type Metrics struct {
+	Prometheus *Prometheus `description:"Serve Prometheus metrics on the admin listener at /metrics." json:"prometheus,omitempty" toml:"prometheus,omitempty" yaml:"prometheus,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+}
+
+// Prometheus enables /metrics.
+type Prometheus struct{}
+
+// Log configures tollgate's own log.
+type Log struct {
+	Level  string `description:"Log level: DEBUG, INFO, WARN or ERROR." json:"level,omitempty" toml:"level,omitempty" yaml:"level,omitempty" export:"true"`
+	Format string `description:"Log format: json or console." json:"format,omitempty" toml:"format,omitempty" yaml:"format,omitempty" export:"true"`
+}
+
+// SetDefaults logs at INFO as JSON lines.
+func (l *Log) SetDefaults() {
+	l.Level = "INFO"
+	l.Format = "json"
+}
+
+// AccessLog writes one JSON line per closed connection.
+type AccessLog struct {
+	FilePath string `description:"Access log file (stdout when empty)." json:"filePath,omitempty" toml:"filePath,omitempty" yaml:"filePath,omitempty" export:"true"`
+}
+
+// Validate checks the static configuration and names the offending key and
+// value in its error.
+func (s *Static) Validate() error {
+	if len(s.EntryPoints) == 0 {
+		return fmt.Errorf("no entry point configured: set --entryPoints.<name>.address=[host]:port")
+	}
+	for name, ep := range s.EntryPoints {
+		if ep == nil {
+			return fmt.Errorf("entryPoints.%s: empty entry point", name)
+		}
+		if err := checkAddress(ep.Address); err != nil {
+			return fmt.Errorf("entryPoints.%s.address=%q: %w", name, ep.Address, err)
+		}
+		if pp := ep.ProxyProtocol; pp != nil {
+			for _, r := range pp.TrustedIPs {
+				if _, err := ParsePrefix(r); err != nil {
+					return fmt.Errorf("entryPoints.%s.proxyProtocol.trustedIPs: %w", name, err)
+				}
+			}
+		}
+		if ep.Transport == nil {
+			ep.Transport = &EntryPointsTransport{}
+		}
+		if ep.Transport.LifeCycle == nil {
+			ep.Transport.LifeCycle = &LifeCycle{}
+			ep.Transport.LifeCycle.SetDefaults()
+		}
+		if ep.Transport.RespondingTimeouts == nil {
+			ep.Transport.RespondingTimeouts = &RespondingTimeouts{}
+			ep.Transport.RespondingTimeouts.SetDefaults()
+		}
+		if ep.Transport.LifeCycle.GraceTimeOut < 0 {
+			return fmt.Errorf("entryPoints.%s.transport.lifeCycle.graceTimeOut=%s: must not be negative", name, ep.Transport.LifeCycle.GraceTimeOut)
+		}
+		if ep.Transport.RespondingTimeouts.ReadTimeout < 0 {
+			return fmt.Errorf("entryPoints.%s.transport.respondingTimeouts.readTimeout=%s: must not be negative", name, ep.Transport.RespondingTimeouts.ReadTimeout)
+		}
+	}
+	if s.Providers == nil {
+		s.Providers = &Providers{}
+		s.Providers.SetDefaults()
+	}
+	if s.Providers.ProvidersThrottleDuration < 0 {
+		return fmt.Errorf("providers.providersThrottleDuration=%s: must not be negative", s.Providers.ProvidersThrottleDuration)
+	}
+	if f := s.Providers.File; f != nil {
+		switch {
+		case f.Filename == "" && f.Directory == "":
+			return fmt.Errorf("providers.file: set filename or directory")
+		case f.Filename != "" && f.Directory != "":
+			return fmt.Errorf("providers.file: set filename or directory, not both (filename=%q, directory=%q)", f.Filename, f.Directory)
+		}
+		path := f.Filename
+		if path == "" {
+			path = f.Directory
+		}
+		if _, err := os.Stat(path); err != nil {
+			key := "filename"
+			if f.Filename == "" {
+				key = "directory"
+			}
+			return fmt.Errorf("providers.file.%s=%q: %w", key, path, err)
+		}
+	}
+	if s.API != nil {
+		if s.API.Address == "" {
+			s.API.Address = DefaultAPIAddress
+		}
+		if err := checkAddress(s.API.Address); err != nil {
+			return fmt.Errorf("api.address=%q: %w", s.API.Address, err)
+		}
+	}
+	if s.Log == nil {
+		s.Log = &Log{}
+		s.Log.SetDefaults()
+	}
+	switch strings.ToUpper(s.Log.Level) {
+	case "", "DEBUG", "INFO", "WARN", "WARNING", "ERROR", "FATAL", "PANIC", "TRACE":
+	default:
+		return fmt.Errorf("log.level=%q: use DEBUG, INFO, WARN or ERROR", s.Log.Level)
+	}
+	switch strings.ToLower(s.Log.Format) {
+	case "", "json", "console", "common":
+	default:
+		return fmt.Errorf("log.format=%q: use json or console", s.Log.Format)
+	}
+	return nil
+}
+
+// checkAddress accepts "[host]:port" with a numeric port (0 allowed for tests)
+// and a literal IP or empty host.
+func checkAddress(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("not [host]:port: %w", err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	if host != "" && host != "localhost" {
+		if _, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); err != nil {
+			return fmt.Errorf("host %q is not an IP address", host)
+		}
+	}
+	return nil
+}
+
+// ParsePrefix parses an IP ("10.0.0.1", "::1") or a CIDR ("10.0.0.0/8") into a
+// masked netip.Prefix, unmapping IPv4-mapped IPv6 so that it matches the keys
+// the proxy uses. The error names the input.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("parsing CIDR %q: %w", s, err)
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("parsing IP %q: %w", s, err)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
