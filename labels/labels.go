@@ -1,19 +1,289 @@
 // Package labels decodes Traefik-style `traefik.tcp.*` labels (Docker) and tags
-// (Consul, normalised to the same map shape) into dynamic configuration.
+// (Consul, normalised to the same map shape by TagsToLabels) into dynamic
+// configuration, and the provider knobs (`traefik.enable`,
+// `traefik.docker.*`) into Knobs.
+//
+// Decoding goes through paerser with explicit filters, so labels outside the
+// `traefik.tcp.` (or knob) keys, such as `com.docker.compose.project` or
+// `maintainer`, are never read and can never break decoding. Keys are
+// case-insensitive on the root and on field names.
+//
+// paerser's errors do not say which label was at fault; every error this
+// package returns is an *Error that names the label key and its value.
+//
+// Choices where labels differ from a file:
+//   - `...loadbalancer.server.address` is ignored (the address comes from the
+//     container or the catalog); only `...loadbalancer.server.port` is read, and
+//     it must be a port number from 1 to 65535.
+//   - `...inflightconn.amount` must not be negative (DESIGN.md §5.4); a
+//     negative `ipv6subnet` or one above 128 is an error too.
+//   - `traefik.tcp.middlewares.x.inflightconn=true` (the middleware type with
+//     no field) is an error, not an InFlightConn with amount 0. That is what
+//     Traefik v3 does with the same label (its TCPInFlightConn field carries no
+//     `label:"allowEmpty"`, so paerser refuses a standalone element), and an
+//     implicit amount of 0 would silently reject every connection. The error
+//     says to set `...inflightconn.amount`.
+//   - `tls=true` creates an empty TLS section (passthrough false);
+//     `proxyprotocol=true` means PROXY protocol version 2, as in Traefik.
+//   - Weighted services cannot be declared in labels (as in Traefik, the keys
+//     are ignored).
 package labels
 
 import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
 	"github.com/traefik/paerser/parser"
 
 	"github.com/tollgate-proxy/tollgate/config"
 )
 
-// Decode decodes the `traefik.tcp.` labels in m into a configuration. Labels
-// outside that prefix are ignored. Errors name the offending label.
+// Root is the root of every label key ("traefik"), whatever the Consul tag
+// prefix was.
+const Root = parser.DefaultRootName
+
+// tcpPrefix selects the dynamic-configuration labels.
+const tcpPrefix = Root + ".tcp."
+
+// Error is a label that could not be decoded. Key and Value are the label as
+// written on the container or tag (Key is empty only when no single label
+// could be blamed).
+type Error struct {
+	Key   string
+	Value string
+	Err   error
+}
+
+func (e *Error) Error() string {
+	if e.Key == "" {
+		return fmt.Sprintf("labels: %v", e.Err)
+	}
+	return fmt.Sprintf("label %q=%q: %v", e.Key, e.Value, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Decode decodes the `traefik.tcp.` labels in m into a configuration with bare
+// resource names. Labels outside that prefix are ignored; when there are none,
+// the result has a nil TCP section. m is not modified. The error is an *Error
+// naming the offending label.
 func Decode(m map[string]string) (*config.Dynamic, error) {
+	sel, orig, err := selectLabels(m, func(k string) bool { return hasPrefixFold(k, tcpPrefix) })
+	if err != nil {
+		return nil, err
+	}
+	for k := range sel {
+		if isServerAddress(k) {
+			delete(sel, k)
+		}
+	}
 	conf := &config.Dynamic{}
-	if err := parser.Decode(m, conf, parser.DefaultRootName, "traefik.tcp."); err != nil {
+	if len(sel) == 0 {
+		return conf, nil
+	}
+	if err := decodeNamed(sel, orig, func() any { return &config.Dynamic{} }, conf); err != nil {
+		return nil, err
+	}
+	if err := check(conf, sel, orig); err != nil {
 		return nil, err
 	}
 	return conf, nil
+}
+
+// Knobs are the per-container provider settings read from labels.
+type Knobs struct {
+	// Enable is traefik.enable; nil when the label is absent, so the provider's
+	// exposedByDefault decides.
+	Enable *bool `json:"enable,omitempty"`
+	// Network is traefik.docker.network: the network whose IP reaches the
+	// container. Empty when absent.
+	Network string `json:"network,omitempty"`
+	// AllowNonRunning is traefik.docker.allownonrunning: keep the container's
+	// routers, services and middlewares (without a server) while it is not
+	// running.
+	AllowNonRunning bool `json:"allowNonRunning,omitempty"`
+}
+
+// knobLabels is the paerser shape of the knob labels.
+type knobLabels struct {
+	Enable *bool
+	Docker *dockerKnobs
+}
+
+type dockerKnobs struct {
+	Network         *string
+	AllowNonRunning bool
+	// LBSwarm is accepted (Traefik users set it on Swarm) and ignored.
+	LBSwarm bool
+}
+
+// DecodeKnobs decodes `traefik.enable` and the `traefik.docker.` labels of m.
+// Other labels are ignored. An unknown `traefik.docker.` key or a malformed
+// value is an *Error naming the label.
+func DecodeKnobs(m map[string]string) (Knobs, error) {
+	sel, orig, err := selectLabels(m, func(k string) bool {
+		return strings.EqualFold(k, Root+".enable") || hasPrefixFold(k, Root+".docker.")
+	})
+	if err != nil || len(sel) == 0 {
+		return Knobs{}, err
+	}
+	var kl knobLabels
+	if err := decodeNamed(sel, orig, func() any { return &knobLabels{} }, &kl); err != nil {
+		return Knobs{}, err
+	}
+	var k Knobs
+	k.Enable = kl.Enable
+	if kl.Docker != nil {
+		if kl.Docker.Network != nil {
+			k.Network = *kl.Docker.Network
+		}
+		k.AllowNonRunning = kl.Docker.AllowNonRunning
+	}
+	return k, nil
+}
+
+// selectLabels copies the labels of m that keep accepts, with the root
+// segment spelled "traefik" (paerser compares the root case-sensitively). orig
+// maps each selected key back to the key as written. Two labels that differ
+// only in the case of their root are an error.
+func selectLabels(m map[string]string, keep func(string) bool) (sel, orig map[string]string, err error) {
+	for k, v := range m {
+		if !keep(k) {
+			continue
+		}
+		if sel == nil {
+			sel, orig = map[string]string{}, map[string]string{}
+		}
+		ck := Root + k[len(Root):]
+		if prev, dup := orig[ck]; dup {
+			a, b := prev, k
+			if b < a {
+				a, b = b, a
+			}
+			return nil, nil, &Error{Key: b, Value: m[b], Err: fmt.Errorf("same key as label %q (keys are case-insensitive)", a)}
+		}
+		sel[ck], orig[ck] = v, k
+	}
+	return sel, orig, nil
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// isServerAddress reports whether k is traefik.tcp.services.<s>.loadbalancer.server.address.
+func isServerAddress(k string) bool {
+	parts := strings.Split(k, ".")
+	return len(parts) == 7 &&
+		strings.EqualFold(parts[2], "services") &&
+		strings.EqualFold(parts[4], "loadbalancer") &&
+		strings.EqualFold(parts[5], "server") &&
+		strings.EqualFold(parts[6], "address")
+}
+
+// decodeNamed decodes sel into dst. When paerser fails it finds the label to
+// blame: first a label that fails on its own, else the label whose addition
+// (in sorted order) makes decoding fail.
+func decodeNamed(sel, orig map[string]string, fresh func() any, dst any) error {
+	err := parser.Decode(sel, dst, Root)
+	if err == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(sel))
+	for k := range sel {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	blame := func(k string, err error) error {
+		return &Error{Key: orig[k], Value: sel[k], Err: explain(k, err)}
+	}
+	for _, k := range keys {
+		if err := parser.Decode(map[string]string{k: sel[k]}, fresh(), Root); err != nil {
+			return blame(k, err)
+		}
+	}
+	acc := make(map[string]string, len(keys))
+	for _, k := range keys {
+		acc[k] = sel[k]
+		if err := parser.Decode(acc, fresh(), Root); err != nil {
+			return blame(k, err)
+		}
+	}
+	return &Error{Err: err}
+}
+
+// explain adds a hint to paerser errors that are hard to act on.
+func explain(key string, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "cannot be a standalone element"):
+		hint := "set one of its fields"
+		if strings.HasSuffix(strings.ToLower(key), ".inflightconn") {
+			hint = "set " + key + ".amount"
+		}
+		return fmt.Errorf("%w: %s", err, hint)
+	case strings.Contains(msg, "field not found"):
+		return fmt.Errorf("unknown key: %w", err)
+	}
+	return err
+}
+
+// check applies the semantic checks that belong to labels.
+func check(conf *config.Dynamic, sel, orig map[string]string) error {
+	if conf.TCP == nil {
+		return nil
+	}
+	// find returns the selected key equal to want ignoring case.
+	find := func(want string) string {
+		for k := range sel {
+			if strings.EqualFold(k, want) {
+				return k
+			}
+		}
+		return ""
+	}
+	bad := func(want string, msg string) error {
+		k := find(want)
+		return &Error{Key: orig[k], Value: sel[k], Err: errors.New(msg)}
+	}
+	for _, name := range sortedKeys(conf.TCP.Middlewares) {
+		mw := conf.TCP.Middlewares[name]
+		if mw == nil || mw.InFlightConn == nil {
+			continue
+		}
+		base := tcpPrefix + "middlewares." + name + ".inflightconn."
+		if mw.InFlightConn.Amount < 0 {
+			return bad(base+"amount", "amount must not be negative (0 rejects every connection)")
+		}
+		if s := mw.InFlightConn.IPv6Subnet; s != nil && (*s < 0 || *s > 128) {
+			return bad(base+"ipv6subnet", "ipv6Subnet must be from 0 to 128 bits")
+		}
+	}
+	for _, name := range sortedKeys(conf.TCP.Services) {
+		svc := conf.TCP.Services[name]
+		if svc == nil || svc.LoadBalancer == nil {
+			continue
+		}
+		for _, srv := range svc.LoadBalancer.Servers {
+			if srv.Port == "" {
+				continue
+			}
+			if n, err := strconv.ParseUint(srv.Port, 10, 16); err != nil || n == 0 {
+				return bad(tcpPrefix+"services."+name+".loadbalancer.server.port", "port must be a number from 1 to 65535")
+			}
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
