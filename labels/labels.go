@@ -188,7 +188,7 @@ func isServerAddress(k string) bool {
 // blame: first a label that fails on its own, else the label whose addition
 // (in sorted order) makes decoding fail.
 func decodeNamed(sel, orig map[string]string, fresh func() any, dst any) error {
-	err := parser.Decode(sel, dst, Root)
+	err := safeDecode(sel, dst)
 	if err == nil {
 		return nil
 	}
@@ -201,18 +201,31 @@ func decodeNamed(sel, orig map[string]string, fresh func() any, dst any) error {
 		return &Error{Key: orig[k], Value: sel[k], Err: explain(k, err)}
 	}
 	for _, k := range keys {
-		if err := parser.Decode(map[string]string{k: sel[k]}, fresh(), Root); err != nil {
+		if err := safeDecode(map[string]string{k: sel[k]}, fresh()); err != nil {
 			return blame(k, err)
 		}
 	}
 	acc := make(map[string]string, len(keys))
 	for _, k := range keys {
 		acc[k] = sel[k]
-		if err := parser.Decode(acc, fresh(), Root); err != nil {
+		if err := safeDecode(acc, fresh()); err != nil {
 			return blame(k, err)
 		}
 	}
 	return &Error{Err: err}
+}
+
+// safeDecode is parser.Decode turned panic-free. paerser v0.2.2 panics on
+// some malformed keys (a segment such as "0]" that ends in a bracket it never
+// opened: found by FuzzDecode); a label on a container must never take the
+// proxy down, so the panic becomes an error for decodeNamed to attribute.
+func safeDecode(m map[string]string, dst any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed key (paerser: %v)", r)
+		}
+	}()
+	return parser.Decode(m, dst, Root)
 }
 
 // explain adds a hint to paerser errors that are hard to act on.

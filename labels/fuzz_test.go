@@ -1,0 +1,69 @@
+package labels
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// parseBlob reads "key=value" lines (split on the first "=").
+func parseBlob(s string) map[string]string {
+	m := map[string]string{}
+	for line := range strings.SplitSeq(s, "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// FuzzDecode checks that no label set panics Decode or DecodeKnobs, that every
+// error is an *Error naming a label of the input (or no label at all), and
+// that a successful result serialises.
+func FuzzDecode(f *testing.F) {
+	inputs, _ := filepath.Glob(filepath.Join(goldenDir, "*.labels"))
+	for _, in := range inputs {
+		b, err := os.ReadFile(in)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
+	f.Add("traefik.tcp.routers.r.tls=true\ntraefik.tcp.routers.r.tls.passthrough=true")
+	f.Add("traefik.tcp.middlewares.x.inflightconn=true\ntraefik.tcp.middlewares.x.inflightconn.amount=3")
+	f.Add("traefik.tcp.routers.r.entrypoints[0]=a\ntraefik.tcp.services.s.loadbalancer.servers[0].port=1")
+	f.Add("Traefik.tcp.routers.r.rule=a\ntraefik.tcp.routers.r.rule=b")
+	f.Fuzz(func(t *testing.T, blob string) {
+		m := parseBlob(blob)
+		check := func(what string, err error) {
+			if err == nil {
+				return
+			}
+			var le *Error
+			if !errors.As(err, &le) {
+				t.Fatalf("%s: error %v (%T) is not a *labels.Error", what, err, err)
+			}
+			if le.Key == "" {
+				return
+			}
+			if v, ok := m[le.Key]; !ok || v != le.Value {
+				t.Fatalf("%s: error names label %q=%q, not in the input %q", what, le.Key, le.Value, m)
+			}
+		}
+		conf, err := Decode(m)
+		check("Decode", err)
+		if err == nil {
+			if conf == nil {
+				t.Fatal("Decode returned nil config and nil error")
+			}
+			if _, err := json.Marshal(conf); err != nil {
+				t.Fatalf("result does not serialise: %v", err)
+			}
+		}
+		_, err = DecodeKnobs(m)
+		check("DecodeKnobs", err)
+	})
+}
