@@ -59,7 +59,7 @@ type Conn struct {
 	EntryPoint string
 	Router     string
 
-	fin  [2]Finisher
+	fin  [4]Finisher
 	more []Finisher
 	nfin uint8
 	done bool

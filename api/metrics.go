@@ -1,0 +1,95 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tollgate-proxy/tollgate/middleware/ipallowlist"
+	"github.com/tollgate-proxy/tollgate/provider"
+	"github.com/tollgate-proxy/tollgate/proxy"
+)
+
+// MetricsHandler serves Prometheus metrics read, at scrape time, from the
+// counters the data plane keeps anyway: nothing is done per connection for
+// metrics beyond those atomic adds.
+func MetricsHandler(srv *proxy.Server, w *provider.Watcher) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(&collector{srv: srv, w: w})
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+var (
+	descEPOpen     = prometheus.NewDesc("tollgate_entrypoint_open_connections", "Connections being served, per entry point.", []string{"entrypoint"}, nil)
+	descEPAccepted = prometheus.NewDesc("tollgate_entrypoint_connections_total", "Connections accepted, per entry point.", []string{"entrypoint"}, nil)
+	descNoRoute    = prometheus.NewDesc("tollgate_entrypoint_rejected_total", "Connections closed by the entry point, per reason.", []string{"entrypoint", "reason"}, nil)
+	descRouterOpen = prometheus.NewDesc("tollgate_router_open_connections", "Connections being served, per router.", []string{"router"}, nil)
+	descMWConns    = prometheus.NewDesc("tollgate_middleware_connections_total", "Connections seen by a middleware, per result (accepted|rejected) and reason.", []string{"middleware", "result", "reason"}, nil)
+	descInFlight   = prometheus.NewDesc("tollgate_inflightconn_connections", "Connections counted by an inFlightConn limiter now.", []string{"middleware"}, nil)
+	descClients    = prometheus.NewDesc("tollgate_inflightconn_clients", "Distinct client keys with an open connection, per inFlightConn limiter.", []string{"middleware"}, nil)
+	descDialErrors = prometheus.NewDesc("tollgate_service_dial_errors_total", "Failed backend dials, per service.", []string{"service"}, nil)
+	descReloads    = prometheus.NewDesc("tollgate_config_reloads_total", "Configurations applied.", nil, nil)
+	descLastReload = prometheus.NewDesc("tollgate_config_last_reload_timestamp_seconds", "When the last configuration was applied.", nil, nil)
+	descProvider   = prometheus.NewDesc("tollgate_provider_up", "1 when the provider reads its source, 0 when it reports an error.", []string{"provider"}, nil)
+	descProvUpd    = prometheus.NewDesc("tollgate_provider_updates_total", "Configurations received from the provider.", []string{"provider"}, nil)
+)
+
+type collector struct {
+	srv *proxy.Server
+	w   *provider.Watcher
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descReloads, descLastReload, descProvider, descProvUpd} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	for _, name := range c.srv.EntryPointNames() {
+		ep := c.srv.EntryPoint(name)
+		ch <- prometheus.MustNewConstMetric(descEPOpen, prometheus.GaugeValue, float64(ep.Open()), name)
+		ch <- prometheus.MustNewConstMetric(descEPAccepted, prometheus.CounterValue, float64(ep.Accepted()), name)
+		ch <- prometheus.MustNewConstMetric(descNoRoute, prometheus.CounterValue, float64(ep.NoRoute()), name, "no_route")
+	}
+	st := c.srv.State()
+	for _, name := range st.Limiters.Names() {
+		l := st.Limiters.Lookup(name)
+		if l == nil {
+			continue
+		}
+		s := l.Stats()
+		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Admitted), name, "accepted", "")
+		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Rejected), name, "rejected", "inflightconn_limit")
+		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(s.InFlight), name)
+		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(s.DistinctIPs), name)
+	}
+	st.Each(
+		func(name string, a *ipallowlist.Counters) {
+			ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(a.Allowed.Load()), name, "accepted", "")
+			ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(a.Denied.Load()), name, "rejected", "ipallowlist_denied")
+		},
+		func(name string, s *proxy.ServiceCounters) {
+			ch <- prometheus.MustNewConstMetric(descDialErrors, prometheus.CounterValue, float64(s.DialErrors.Load()), name)
+		},
+		func(name string, open int64) {
+			ch <- prometheus.MustNewConstMetric(descRouterOpen, prometheus.GaugeValue, float64(open), name)
+		},
+	)
+	n, last, _ := c.srv.Reloads()
+	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(n))
+	if n > 0 {
+		ch <- prometheus.MustNewConstMetric(descLastReload, prometheus.GaugeValue, float64(last.UnixNano())/1e9)
+	}
+	for _, s := range c.w.Statuses() {
+		up := 0.0
+		if s.State == "ok" {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descProvider, prometheus.GaugeValue, up, s.Name)
+		ch <- prometheus.MustNewConstMetric(descProvUpd, prometheus.CounterValue, float64(s.Updates), s.Name)
+	}
+}

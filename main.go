@@ -1,0 +1,202 @@
+// Command tollgate is a TCP edge proxy: Traefik-style routing from Docker
+// labels, Consul tags and files, with per-client-IP connection limits.
+//
+// main.go is wiring only: static configuration -> providers -> watcher ->
+// proxy server; signals; shutdown.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/traefik/paerser/cli"
+
+	"github.com/tollgate-proxy/tollgate/api"
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/provider"
+	"github.com/tollgate-proxy/tollgate/provider/file"
+	"github.com/tollgate-proxy/tollgate/proxy"
+)
+
+// Version is set at build time with -ldflags "-X main.Version=...".
+var Version = "dev"
+
+func main() {
+	cmd := config.NewCommand()
+	root := &cli.Command{
+		Name:          "tollgate",
+		Description:   "TCP edge proxy: Traefik-style labels and tags, per-client-IP connection limits.",
+		Configuration: cmd,
+		Resources: []cli.ResourceLoader{
+			&cli.FileLoader{ConfigFileFlag: "configFile", BasePaths: []string{"/etc/tollgate/tollgate", "$HOME/.config/tollgate", "./tollgate"}},
+			&cli.FlagLoader{},
+			&cli.EnvLoader{Prefix: "TOLLGATE_"},
+		},
+		Run: func([]string) error { return run(cmd) },
+	}
+	_ = root.AddCommand(&cli.Command{
+		Name:        "version",
+		Description: "Print the version.",
+		Run: func([]string) error {
+			fmt.Printf("tollgate %s\n%s %s/%s\n", version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		},
+	})
+	if err := cli.Execute(root); err != nil {
+		fmt.Fprintln(os.Stderr, "tollgate: "+oneLine(err.Error()))
+		os.Exit(1)
+	}
+}
+
+func version() string {
+	v := Version
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	return v
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func newLogger(cfg *config.Log) zerolog.Logger {
+	var w io.Writer = os.Stdout
+	if strings.EqualFold(cfg.Format, "console") {
+		w = zerolog.ConsoleWriter{Out: os.Stdout, TimeFormat: time.RFC3339}
+	}
+	level, err := zerolog.ParseLevel(strings.ToLower(cfg.Level))
+	if err != nil || cfg.Level == "" {
+		level = zerolog.InfoLevel
+	}
+	if strings.EqualFold(cfg.Level, "WARN") || strings.EqualFold(cfg.Level, "WARNING") {
+		level = zerolog.WarnLevel
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+func run(cmd *config.Command) error {
+	st := &cmd.Static
+	if err := st.Validate(); err != nil {
+		return err
+	}
+	log := newLogger(st.Log)
+
+	srv, err := proxy.NewServer(st.EntryPoints, log)
+	if err != nil {
+		return err
+	}
+
+	watcher := &provider.Watcher{
+		Throttle: time.Duration(st.Providers.ProvidersThrottleDuration),
+		Apply:    func(c *config.TCPConfiguration) { srv.Apply(c) },
+		Log:      log,
+	}
+
+	var providers []provider.Provider
+	var fileProv *file.Provider
+	if st.Providers.File != nil {
+		fileProv = file.New(st.Providers.File, log)
+		providers = append(providers, fileProv)
+	}
+	more, err := extraProviders(st, log)
+	if err != nil {
+		return err
+	}
+	providers = append(providers, more...)
+	if len(providers) == 0 {
+		log.Warn().Msg("no provider configured: nothing will be routed (set --providers.file.filename, --providers.docker or --providers.consulCatalog)")
+	}
+
+	var apiSrv *http.Server
+	if st.Metrics != nil && st.Metrics.Prometheus != nil && st.API == nil {
+		st.API = &config.API{Address: config.DefaultAPIAddress}
+		log.Info().Str("address", st.API.Address).Msg("metrics enabled: starting the admin listener")
+	}
+	if st.API != nil {
+		ln, err := net.Listen("tcp", st.API.Address)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			return fmt.Errorf("api.address=%q: cannot listen: %w", st.API.Address, err)
+		}
+		var metrics http.Handler
+		if st.Metrics != nil && st.Metrics.Prometheus != nil {
+			metrics = api.MetricsHandler(srv, watcher)
+		}
+		apiSrv = &http.Server{
+			Handler:           api.Handler(api.Sources{Server: srv, Watcher: watcher, Metrics: metrics}),
+			ReadHeaderTimeout: 5 * time.Second,
+		}
+		go func() {
+			if err := apiSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error().Err(err).Msg("admin API stopped")
+			}
+		}()
+		log.Info().Str("address", ln.Addr().String()).Msg("admin API listening")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	msgs := make(chan provider.Message)
+	go watcher.Run(ctx, msgs)
+	var wg sync.WaitGroup
+	for _, p := range providers {
+		watcher.Expect(p.Name())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Run(ctx, msgs); err != nil {
+				log.Error().Err(err).Str("provider", p.Name()).Msg("provider stopped")
+				select {
+				case msgs <- provider.Message{ProviderName: p.Name(), Err: err}:
+				case <-ctx.Done():
+				}
+			}
+		}()
+	}
+
+	srv.Start()
+	for _, name := range srv.EntryPointNames() {
+		log.Info().Str("entrypoint", name).Str("address", srv.EntryPoint(name).Addr().String()).Msg("entry point listening")
+	}
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for sig := range sigs {
+		if sig == syscall.SIGHUP {
+			if fileProv != nil {
+				log.Info().Msg("SIGHUP: reloading files")
+				fileProv.Reload()
+			}
+			continue
+		}
+		log.Info().Str("signal", sig.String()).Msg("shutting down: draining connections")
+		break
+	}
+	signal.Stop(sigs)
+	cancel()
+	if apiSrv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+		_ = apiSrv.Shutdown(sctx)
+		scancel()
+	}
+	srv.Shutdown(context.Background())
+	wg.Wait()
+	log.Info().Msg("stopped")
+	return nil
+}

@@ -1,0 +1,221 @@
+// Package inflightconn limits simultaneous connections per client IP.
+//
+// A Limiter is the state behind one qualified middleware name. It lives in a
+// Registry, outside any compiled table, so counts survive reloads: every router
+// and entry point that names the middleware shares the one Limiter, and a new
+// configuration generation finds the counts its predecessor left. Per-IP entries
+// are deleted when their count reaches zero, so memory follows the clients
+// connected now, not every client ever seen.
+package inflightconn
+
+import (
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// shardCount spreads client IPs over independently locked maps so that
+// connections from different clients rarely contend. A power of two.
+const shardCount = 64
+
+type shard struct {
+	mu sync.Mutex
+	m  map[netip.Addr]int64
+	_  [40]byte // keep neighbouring shards' mutexes off one cache line
+}
+
+// Limiter counts open connections per client key and admits a connection only
+// while its key holds fewer than the amount. The zero value is not usable; get
+// one from a Registry (or NewLimiter in tests).
+type Limiter struct {
+	amount  atomic.Int64
+	dryRun  atomic.Bool
+	v6Bits  int // 0: key IPv6 clients by full address; immutable for a Limiter
+	shards  [shardCount]shard
+	total   atomic.Int64  // connections admitted and not yet released
+	keys    atomic.Int64  // distinct keys with an open connection
+	admits  atomic.Uint64 // connections admitted, ever
+	rejects atomic.Uint64 // connections rejected (or, in dry run, that would have been)
+	logs    rejectLog
+}
+
+// NewLimiter returns an empty limiter admitting amount connections per key.
+// v6Bits > 0 keys IPv6 clients by their /v6Bits prefix.
+func NewLimiter(amount int64, dryRun bool, v6Bits int) *Limiter {
+	l := &Limiter{v6Bits: v6Bits}
+	for i := range l.shards {
+		l.shards[i].m = make(map[netip.Addr]int64)
+	}
+	l.amount.Store(amount)
+	l.dryRun.Store(dryRun)
+	return l
+}
+
+// Key returns the key a client address is counted under: the address itself
+// (IPv4-mapped IPv6 unmapped), or its IPv6 prefix when the limiter groups by subnet.
+func (l *Limiter) Key(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	if l.v6Bits > 0 && a.Is6() && l.v6Bits < 128 {
+		p, _ := a.Prefix(l.v6Bits)
+		return p.Addr()
+	}
+	return a
+}
+
+func (l *Limiter) shard(k netip.Addr) *shard {
+	var h uint64
+	if k.Is4() {
+		b := k.As4()
+		h = uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])
+	} else {
+		b := k.As16()
+		for _, x := range b {
+			h = h*31 + uint64(x)
+		}
+	}
+	h *= 0x9E3779B97F4A7C15 // Fibonacci hashing: spread sequential addresses
+	return &l.shards[h>>(64-6)]
+}
+
+// Acquire counts a new connection for key k and reports whether it may
+// proceed. In dry run every connection proceeds and would-be rejections are
+// only counted. Every true result must be paired with one Release(k).
+func (l *Limiter) Acquire(k netip.Addr) bool {
+	s := l.shard(k)
+	s.mu.Lock()
+	n := s.m[k]
+	if n >= l.amount.Load() {
+		if !l.dryRun.Load() {
+			s.mu.Unlock()
+			l.rejects.Add(1)
+			return false
+		}
+		l.rejects.Add(1)
+	}
+	s.m[k] = n + 1
+	s.mu.Unlock()
+	if n == 0 {
+		l.keys.Add(1)
+	}
+	l.total.Add(1)
+	l.admits.Add(1)
+	return true
+}
+
+// Release ends a connection counted by Acquire(k). The entry for k is deleted
+// when its count reaches zero.
+func (l *Limiter) Release(k netip.Addr) {
+	s := l.shard(k)
+	s.mu.Lock()
+	n, ok := s.m[k]
+	if !ok {
+		s.mu.Unlock()
+		return // not counted: a bug elsewhere, but never go negative
+	}
+	if n <= 1 {
+		delete(s.m, k)
+	} else {
+		s.m[k] = n - 1
+	}
+	s.mu.Unlock()
+	if n <= 1 {
+		l.keys.Add(-1)
+	}
+	l.total.Add(-1)
+}
+
+// Count returns the open connections counted for key k.
+func (l *Limiter) Count(k netip.Addr) int64 {
+	s := l.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[k]
+}
+
+// Amount returns the current per-key limit.
+func (l *Limiter) Amount() int64 { return l.amount.Load() }
+
+// DryRun reports whether the limiter only counts would-be rejections.
+func (l *Limiter) DryRun() bool { return l.dryRun.Load() }
+
+// ClientCount is one key's open connections.
+type ClientCount struct {
+	IP    string `json:"ip"`
+	Count int64  `json:"count"`
+}
+
+// State is a point-in-time view of a limiter for the API.
+type State struct {
+	Amount      int64         `json:"amount"`
+	DryRun      bool          `json:"dryRun,omitempty"`
+	InFlight    int64         `json:"inFlight"`
+	DistinctIPs int64         `json:"distinctIPs"`
+	Admitted    uint64        `json:"admittedTotal"`
+	Rejected    uint64        `json:"rejectedTotal"`
+	Top         []ClientCount `json:"topClients,omitempty"`
+}
+
+// Stats returns the counters without walking the per-IP maps.
+func (l *Limiter) Stats() State {
+	return State{
+		Amount:      l.amount.Load(),
+		DryRun:      l.dryRun.Load(),
+		InFlight:    l.total.Load(),
+		DistinctIPs: l.keys.Load(),
+		Admitted:    l.admits.Load(),
+		Rejected:    l.rejects.Load(),
+	}
+}
+
+// Snapshot returns the counters plus up to top keys by open connections
+// (ties by address), walking every shard under its lock in turn.
+func (l *Limiter) Snapshot(top int) State {
+	st := l.Stats()
+	if top <= 0 {
+		return st
+	}
+	type kc struct {
+		k netip.Addr
+		n int64
+	}
+	var all []kc
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		for k, n := range s.m {
+			all = append(all, kc{k, n})
+		}
+		s.mu.Unlock()
+	}
+	slices.SortFunc(all, func(a, b kc) int {
+		if a.n != b.n {
+			if a.n > b.n {
+				return -1
+			}
+			return 1
+		}
+		return a.k.Compare(b.k)
+	})
+	if len(all) > top {
+		all = all[:top]
+	}
+	st.Top = make([]ClientCount, len(all))
+	for i, e := range all {
+		st.Top[i] = ClientCount{IP: e.k.String(), Count: e.n}
+	}
+	return st
+}
+
+// Entries returns the number of per-key entries held (for tests of memory
+// behaviour): zero when no connection is open.
+func (l *Limiter) Entries() int {
+	n := 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}

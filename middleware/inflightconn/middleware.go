@@ -1,0 +1,142 @@
+package inflightconn
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/proxy/tcp"
+)
+
+// Validate checks an inFlightConn block. It returns a warning (not an error)
+// for amount 0, which rejects every connection as in Traefik but is almost
+// always a mistake.
+func Validate(cfg *config.TCPInFlightConn) (warning string, err error) {
+	if cfg.Amount < 0 {
+		return "", fmt.Errorf("inFlightConn.amount %d is negative: use 0 or more", cfg.Amount)
+	}
+	if b := cfg.IPv6Subnet; b != nil && (*b < 1 || *b > 128) {
+		return "", fmt.Errorf("inFlightConn.ipv6Subnet %d is out of range 1..128", *b)
+	}
+	if cfg.Amount == 0 {
+		return "inFlightConn.amount is 0: every connection is rejected", nil
+	}
+	return "", nil
+}
+
+// New returns the middleware for the inFlightConn block named name
+// (qualified), backed by the registry's limiter for that name.
+func New(name string, cfg *config.TCPInFlightConn, reg *Registry, log zerolog.Logger) (tcp.Middleware, *Limiter, error) {
+	if cfg == nil {
+		return nil, nil, errors.New("inFlightConn: no configuration")
+	}
+	if _, err := Validate(cfg); err != nil {
+		return nil, nil, err
+	}
+	bits := 0
+	if cfg.IPv6Subnet != nil {
+		bits = *cfg.IPv6Subnet
+	}
+	l := reg.Get(name, cfg.Amount, cfg.DryRun, bits)
+	log = log.With().Str("middleware", name).Str("middlewareType", "InFlightConn").Logger()
+	mw := func(next tcp.Handler) tcp.Handler {
+		return &handler{l: l, next: next, log: log}
+	}
+	return mw, l, nil
+}
+
+type handler struct {
+	l    *Limiter
+	next tcp.Handler
+	log  zerolog.Logger
+}
+
+var _ tcp.Handler = (*handler)(nil)
+
+// ServeTCP admits c if its client holds fewer connections than the amount,
+// else resets it.
+func (h *handler) ServeTCP(c *tcp.Conn) {
+	k := h.l.Key(c.Client.Addr())
+	admitted := h.l.Acquire(k)
+	if !admitted {
+		h.l.logs.reject(&h.log, k, false)
+		c.Reject()
+		return
+	}
+	if h.l.dryRun.Load() && h.l.Count(k) > h.l.amount.Load() {
+		h.l.logs.reject(&h.log, k, true)
+	}
+	c.Defer(h.l)
+	h.next.ServeTCP(c)
+}
+
+// Finish releases the connection's slot; Limiter is the tcp.Finisher that
+// ServeTCP registers, so no closure is allocated per connection.
+func (l *Limiter) Finish(c *tcp.Conn) { l.Release(l.Key(c.Client.Addr())) }
+
+var _ tcp.Finisher = (*Limiter)(nil)
+
+// Rejection logging: operators alert on "max number of connections reached for
+// <ip>", so the line keeps Traefik's words, but a flood must not become a log
+// flood. At most one line per client key per second and logLinesPerSecond
+// lines per second per limiter; the next line written says how many were
+// suppressed. Metrics count every rejection.
+const (
+	logLinesPerSecond = 10
+	logSlots          = 256
+)
+
+type rejectLog struct {
+	mu         sync.Mutex
+	second     int64
+	lines      int
+	suppressed uint64
+	slots      [logSlots]struct {
+		k      netip.Addr
+		second int64
+	}
+}
+
+func (r *rejectLog) reject(log *zerolog.Logger, k netip.Addr, dryRun bool) {
+	now := time.Now().Unix()
+	slot := &r.slots[slotOf(k)]
+	r.mu.Lock()
+	if now != r.second {
+		r.second, r.lines = now, 0
+	}
+	if (slot.k == k && slot.second == now) || r.lines >= logLinesPerSecond {
+		r.suppressed++
+		r.mu.Unlock()
+		return
+	}
+	slot.k, slot.second = k, now
+	r.lines++
+	suppressed := r.suppressed
+	r.suppressed = 0
+	r.mu.Unlock()
+
+	ev := log.Info()
+	msg := "Connection rejected"
+	if dryRun {
+		msg = "Connection would be rejected (dry run)"
+	}
+	ev = ev.Str("client_ip", k.String())
+	if suppressed > 0 {
+		ev = ev.Uint64("suppressed", suppressed)
+	}
+	ev.Str("error", "max number of connections reached for "+k.String()).Msg(msg)
+}
+
+func slotOf(k netip.Addr) int {
+	b := k.As16()
+	var h uint32 = 2166136261
+	for _, x := range b {
+		h = (h ^ uint32(x)) * 16777619
+	}
+	return int(h % logSlots)
+}

@@ -1,0 +1,234 @@
+package provider
+
+import (
+	"context"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/config"
+)
+
+// Status is what the API shows about a provider.
+type Status struct {
+	Name       string    `json:"name"`
+	State      string    `json:"state"` // "starting", "ok" or "error"
+	LastUpdate time.Time `json:"lastUpdate,omitzero"`
+	LastError  string    `json:"lastError,omitempty"`
+	ErrorSince time.Time `json:"errorSince,omitzero"`
+	Problems   []string  `json:"problems,omitempty"`
+	Updates    uint64    `json:"updates"`
+}
+
+// Watcher merges provider messages into one qualified configuration and
+// hands it to Apply: latest message wins per provider, applies are at most
+// one per throttle period (the first change after a quiet period applies at
+// once), and a merged configuration equal to the last applied one is skipped.
+type Watcher struct {
+	// Throttle is the minimum time between two applies.
+	Throttle time.Duration
+	// Apply receives each new merged configuration. It runs on the watcher's
+	// goroutine, one call at a time, and must not keep cfg's maps for writing.
+	Apply func(cfg *config.TCPConfiguration)
+	// Log receives provider errors and problems.
+	Log zerolog.Logger
+
+	mu       sync.Mutex
+	configs  map[string]*config.Dynamic
+	statuses map[string]*Status
+	last     *config.TCPConfiguration
+	applied  bool
+}
+
+// Expect registers a provider so that it shows as "starting" until it first reports.
+func (w *Watcher) Expect(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.init()
+	if _, ok := w.statuses[name]; !ok {
+		w.statuses[name] = &Status{Name: name, State: "starting"}
+	}
+}
+
+func (w *Watcher) init() {
+	if w.configs == nil {
+		w.configs = map[string]*config.Dynamic{}
+		w.statuses = map[string]*Status{}
+	}
+}
+
+// Statuses returns a copy of every provider's status, sorted by name.
+func (w *Watcher) Statuses() []Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]Status, 0, len(w.statuses))
+	for _, s := range w.statuses {
+		c := *s
+		c.Problems = append([]string(nil), s.Problems...)
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Run consumes messages until ctx is done.
+func (w *Watcher) Run(ctx context.Context, in <-chan Message) {
+	w.mu.Lock()
+	w.init()
+	w.mu.Unlock()
+	var (
+		timer     *time.Timer
+		timerC    <-chan time.Time
+		dirty     bool
+		lastApply time.Time
+	)
+	apply := func() {
+		dirty = false
+		lastApply = time.Now()
+		w.applyMerged()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case m := <-in:
+			if !w.record(m) {
+				continue
+			}
+			dirty = true
+			if timerC != nil {
+				continue // an apply is already scheduled; latest wins
+			}
+			if wait := w.Throttle - time.Since(lastApply); wait > 0 {
+				timer = time.NewTimer(wait)
+				timerC = timer.C
+				continue
+			}
+			apply()
+		case <-timerC:
+			timerC = nil
+			if dirty {
+				apply()
+			}
+		}
+	}
+}
+
+// record stores m and reports whether the configuration may have changed.
+func (w *Watcher) record(m Message) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.init()
+	st, ok := w.statuses[m.ProviderName]
+	if !ok {
+		st = &Status{Name: m.ProviderName}
+		w.statuses[m.ProviderName] = st
+	}
+	log := w.Log.With().Str("provider", m.ProviderName).Logger()
+	if m.Err != nil {
+		if st.State != "error" {
+			st.ErrorSince = time.Now()
+		}
+		st.State = "error"
+		st.LastError = m.Err.Error()
+		log.Error().Err(m.Err).Msg("provider error: keeping its last good configuration")
+		return false
+	}
+	if st.State == "error" {
+		log.Info().Msg("provider recovered")
+	}
+	st.State = "ok"
+	st.LastError = ""
+	st.ErrorSince = time.Time{}
+	st.LastUpdate = time.Now()
+	st.Updates++
+	if !reflect.DeepEqual(st.Problems, m.Problems) {
+		for _, p := range m.Problems {
+			log.Error().Msg(p)
+		}
+	}
+	st.Problems = m.Problems
+	w.configs[m.ProviderName] = m.Configuration
+	return true
+}
+
+func (w *Watcher) applyMerged() {
+	w.mu.Lock()
+	merged := Merge(w.configs)
+	same := w.applied && reflect.DeepEqual(merged, w.last)
+	if !same {
+		w.last = merged
+		w.applied = true
+	}
+	w.mu.Unlock()
+	if same {
+		return
+	}
+	w.Apply(merged)
+}
+
+// Merge qualifies every provider's resources as `name@provider` and merges
+// them. References without `@` are resolved against the referencing
+// resource's own provider; `name@other` crosses providers. Provider configs
+// are not modified.
+func Merge(configs map[string]*config.Dynamic) *config.TCPConfiguration {
+	out := &config.TCPConfiguration{
+		Routers:     map[string]*config.TCPRouter{},
+		Services:    map[string]*config.TCPService{},
+		Middlewares: map[string]*config.TCPMiddleware{},
+	}
+	for prov, d := range configs {
+		if d == nil || d.TCP == nil {
+			continue
+		}
+		for name, r := range d.TCP.Routers {
+			if r == nil {
+				out.Routers[Qualify(name, prov)] = nil
+				continue
+			}
+			cp := *r
+			cp.EntryPoints = append([]string(nil), r.EntryPoints...)
+			if r.Service != "" {
+				cp.Service = Qualify(r.Service, prov)
+			}
+			cp.Middlewares = nil
+			for _, m := range r.Middlewares {
+				cp.Middlewares = append(cp.Middlewares, Qualify(m, prov))
+			}
+			out.Routers[Qualify(name, prov)] = &cp
+		}
+		for name, s := range d.TCP.Services {
+			if s != nil && s.Weighted != nil {
+				cp := *s
+				w := *s.Weighted
+				w.Services = make([]config.TCPWRRService, len(s.Weighted.Services))
+				for i, m := range s.Weighted.Services {
+					m.Name = Qualify(m.Name, prov)
+					w.Services[i] = m
+				}
+				cp.Weighted = &w
+				s = &cp
+			}
+			out.Services[Qualify(name, prov)] = s
+		}
+		for name, m := range d.TCP.Middlewares {
+			out.Middlewares[Qualify(name, prov)] = m
+		}
+	}
+	return out
+}
+
+// Qualify returns name@provider unless name already names a provider.
+func Qualify(name, provider string) string {
+	if strings.Contains(name, "@") {
+		return name
+	}
+	return name + "@" + provider
+}

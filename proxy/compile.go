@@ -1,0 +1,329 @@
+package proxy
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
+	"github.com/tollgate-proxy/tollgate/middleware/ipallowlist"
+	"github.com/tollgate-proxy/tollgate/proxy/rule"
+	"github.com/tollgate-proxy/tollgate/proxy/tcp"
+)
+
+// Compile turns a merged, qualified configuration into one routing table per
+// entry point, plus the runtime view of every resource. It never modifies
+// cfg. A broken router, service or middleware is recorded with an error that
+// names it and is left out; everything else is compiled. State that must
+// outlive the generation (limiters, counters) comes from st.
+func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log zerolog.Logger) (map[string]*Table, *Runtime) {
+	rt := &Runtime{
+		Routers:     map[string]*RouterInfo{},
+		Services:    map[string]*ServiceInfo{},
+		Middlewares: map[string]*MiddlewareInfo{},
+	}
+	if cfg == nil {
+		cfg = &config.TCPConfiguration{}
+	}
+	c := compiler{cfg: cfg, st: st, rt: rt, log: log,
+		mws: map[string]tcp.Middleware{}, svcs: map[string]tcp.Handler{}, building: map[string]bool{}}
+
+	for _, name := range sortedKeys(cfg.Middlewares) {
+		c.middleware(name)
+	}
+	for _, name := range sortedKeys(cfg.Services) {
+		c.service(name)
+	}
+
+	routes := map[string][]*route{}
+	for _, name := range sortedKeys(cfg.Routers) {
+		r := cfg.Routers[name]
+		info := &RouterInfo{TCPRouter: r, Status: StatusEnabled}
+		rt.Routers[name] = info
+		if r == nil {
+			info.TCPRouter = &config.TCPRouter{}
+			info.addError("empty router")
+			continue
+		}
+		built := c.router(name, r, info)
+		if built == nil {
+			continue
+		}
+		eps := r.EntryPoints
+		if len(eps) == 0 {
+			eps = entryPoints
+		}
+		for _, ep := range eps {
+			if !slices.Contains(entryPoints, ep) {
+				info.Err = append(info.Err, fmt.Sprintf("entry point %q does not exist", ep))
+				if info.Status == StatusEnabled {
+					info.Status = StatusWarning
+				}
+				continue
+			}
+			info.Using = append(info.Using, ep)
+			routes[ep] = append(routes[ep], built)
+		}
+		if len(info.Using) == 0 {
+			info.Status = StatusDisabled
+		}
+	}
+
+	tables := make(map[string]*Table, len(entryPoints))
+	for _, ep := range entryPoints {
+		rs := routes[ep]
+		slices.SortStableFunc(rs, func(a, b *route) int {
+			if a.priority != b.priority {
+				return cmp.Compare(b.priority, a.priority)
+			}
+			return strings.Compare(a.name, b.name)
+		})
+		t := &Table{routes: rs}
+		for _, r := range rs {
+			if r.rule.NeedsTLS() {
+				t.peek = true
+			}
+		}
+		tables[ep] = t
+	}
+	for _, info := range rt.Middlewares {
+		sort.Strings(info.UsedBy)
+	}
+	for _, info := range rt.Services {
+		sort.Strings(info.UsedBy)
+	}
+	return tables, rt
+}
+
+type compiler struct {
+	cfg      *config.TCPConfiguration
+	st       *State
+	rt       *Runtime
+	log      zerolog.Logger
+	mws      map[string]tcp.Middleware // built, enabled middlewares
+	svcs     map[string]tcp.Handler    // built, enabled services
+	building map[string]bool           // services being built (weighted cycles)
+}
+
+func (c *compiler) middleware(name string) {
+	m := c.cfg.Middlewares[name]
+	info := &MiddlewareInfo{TCPMiddleware: m, Status: StatusEnabled}
+	c.rt.Middlewares[name] = info
+	if m == nil {
+		info.TCPMiddleware = &config.TCPMiddleware{}
+		info.addError("empty middleware")
+		return
+	}
+	kind, err := m.Kind()
+	if err != nil {
+		info.addError(err.Error())
+		return
+	}
+	info.Type = strings.ToUpper(kind[:1]) + kind[1:]
+	switch kind {
+	case "inFlightConn":
+		warn, err := inflightconn.Validate(m.InFlightConn)
+		if err != nil {
+			info.addError(err.Error())
+			return
+		}
+		mw, l, err := inflightconn.New(name, m.InFlightConn, &c.st.Limiters, c.log)
+		if err != nil {
+			info.addError(err.Error())
+			return
+		}
+		if warn != "" {
+			info.Err = append(info.Err, warn)
+			info.Status = StatusWarning
+		}
+		info.limiter = l
+		c.mws[name] = mw
+	case "ipAllowList":
+		mw, err := ipallowlist.New(m.IPAllowList, c.st.AllowCounters(name))
+		if err != nil {
+			info.addError(err.Error())
+			return
+		}
+		c.mws[name] = mw
+	}
+}
+
+// service builds (once) the named service and returns its handler, or nil
+// when it is missing or broken.
+func (c *compiler) service(name string) tcp.Handler {
+	if h, ok := c.svcs[name]; ok {
+		return h
+	}
+	if info, ok := c.rt.Services[name]; ok && info.Status == StatusDisabled {
+		return nil
+	}
+	s, ok := c.cfg.Services[name]
+	if !ok {
+		return nil
+	}
+	info := &ServiceInfo{TCPService: s, Status: StatusEnabled}
+	c.rt.Services[name] = info
+	if s == nil {
+		info.TCPService = &config.TCPService{}
+		info.addError("empty service")
+		return nil
+	}
+	if err := s.Validate(); err != nil {
+		info.addError(err.Error())
+		return nil
+	}
+	var h tcp.Handler
+	switch {
+	case s.LoadBalancer != nil:
+		h = c.loadBalancer(name, s.LoadBalancer, info)
+	case s.Weighted != nil:
+		if c.building[name] {
+			info.addError("weighted service refers to itself through its members")
+			return nil
+		}
+		c.building[name] = true
+		h = c.weighted(name, s.Weighted, info)
+		delete(c.building, name)
+	}
+	if h != nil {
+		c.svcs[name] = h
+	}
+	return h
+}
+
+func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, info *ServiceInfo) tcp.Handler {
+	delay := time.Duration(config.DefaultTerminationDelayMillis) * time.Millisecond
+	if lb.TerminationDelay != nil {
+		delay = time.Duration(*lb.TerminationDelay) * time.Millisecond
+	}
+	h := &loadBalancer{
+		name:     name,
+		delay:    delay,
+		counters: c.st.ServiceCounters(name),
+		log:      c.log.With().Str("service", name).Logger(),
+	}
+	h.dialer.Timeout = DialTimeout
+	if lb.ProxyProtocol != nil {
+		h.ppVer = byte(lb.ProxyProtocol.Version)
+	}
+	info.ServerStatus = map[string]string{}
+	for _, s := range lb.Servers {
+		h.servers = append(h.servers, server{address: s.Address})
+		info.ServerStatus[s.Address] = "UP"
+	}
+	if len(h.servers) == 0 {
+		info.Err = append(info.Err, "service has no servers: its connections are closed")
+		info.Status = StatusWarning
+	}
+	return h
+}
+
+func (c *compiler) weighted(name string, w *config.TCPWeightedRoundRobin, info *ServiceInfo) tcp.Handler {
+	h := &weighted{}
+	for _, m := range w.Services {
+		weight := 1
+		if m.Weight != nil {
+			weight = *m.Weight
+		}
+		child := c.service(m.Name)
+		if child == nil {
+			info.addError(fmt.Sprintf("weighted member %q is missing or disabled", m.Name))
+			return nil
+		}
+		c.rt.Services[m.Name].UsedBy = appendUnique(c.rt.Services[m.Name].UsedBy, name)
+		h.children = append(h.children, weightedChild{h: child, weight: weight})
+		h.total += weight
+	}
+	if h.total == 0 {
+		info.Err = append(info.Err, "every member has weight 0: connections are closed")
+		info.Status = StatusWarning
+	}
+	return h
+}
+
+// router builds the route for a router, or records why it cannot.
+func (c *compiler) router(name string, r *config.TCPRouter, info *RouterInfo) *route {
+	if strings.TrimSpace(r.Rule) == "" {
+		info.addError("router has no rule: it is dropped (use HostSNI(`*`) to match every connection)")
+		return nil
+	}
+	ru, err := rule.Parse(r.Rule)
+	if err != nil {
+		info.addError(err.Error())
+		return nil
+	}
+	if ru.NeedsTLS() && (r.TLS == nil || !r.TLS.Passthrough) {
+		info.addError(fmt.Sprintf("rule %q reads the TLS ClientHello (SNI/ALPN) but the router has no TLS: add tls.passthrough=true, or use HostSNI(`*`) for plain TCP", r.Rule))
+		return nil
+	}
+	if r.TLS != nil && !r.TLS.Passthrough {
+		info.addError("TLS termination is not supported (tollgate holds no keys): set tls.passthrough=true")
+		return nil
+	}
+	if r.Service == "" {
+		info.addError("router has no service")
+		return nil
+	}
+	svc := c.service(r.Service)
+	if sinfo, ok := c.rt.Services[r.Service]; ok {
+		sinfo.UsedBy = appendUnique(sinfo.UsedBy, name)
+	}
+	if svc == nil {
+		if _, ok := c.cfg.Services[r.Service]; !ok {
+			info.addError(fmt.Sprintf("service %q does not exist", r.Service))
+		} else {
+			info.addError(fmt.Sprintf("service %q is disabled", r.Service))
+		}
+	}
+	var chain []tcp.Middleware
+	for _, mn := range r.Middlewares {
+		minfo, ok := c.rt.Middlewares[mn]
+		if !ok {
+			info.addError(fmt.Sprintf("middleware %q does not exist", mn))
+			continue
+		}
+		minfo.UsedBy = appendUnique(minfo.UsedBy, name)
+		mw, ok := c.mws[mn]
+		if !ok {
+			info.addError(fmt.Sprintf("middleware %q is disabled: %s", mn, strings.Join(minfo.Err, "; ")))
+			continue
+		}
+		chain = append(chain, mw)
+	}
+	if info.Status == StatusDisabled {
+		return nil
+	}
+	h := svc
+	for i := len(chain) - 1; i >= 0; i-- {
+		h = chain[i](h)
+	}
+	prio := r.Priority
+	if prio == 0 {
+		prio = len(r.Rule)
+	}
+	var open *atomic.Int64 = c.st.RouterOpen(name)
+	return &route{name: name, rule: ru, priority: prio, handler: h, open: open}
+}
+
+func appendUnique(s []string, v string) []string {
+	if slices.Contains(s, v) {
+		return s
+	}
+	return append(s, v)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

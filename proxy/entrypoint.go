@@ -1,0 +1,293 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	proxyproto "github.com/pires/go-proxyproto"
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/proxy/tcp"
+)
+
+// EntryPoint accepts connections on one address and routes each through the
+// table current at its accept. Tables are swapped atomically; a connection
+// keeps the generation it was routed with.
+type EntryPoint struct {
+	name        string
+	ln          *net.TCPListener
+	table       atomic.Pointer[Table]
+	readTimeout time.Duration
+	grace       time.Duration
+	trusted     []netip.Prefix // PROXY protocol senders to believe
+	ppInsecure  bool
+	ppEnabled   bool
+	live        tracker
+	noRoute     atomic.Uint64
+	accepted    atomic.Uint64
+	log         zerolog.Logger
+	started     atomic.Bool
+	done        chan struct{}
+}
+
+// NewEntryPoint binds the entry point's address. An address in use is an
+// error naming the entry point and the address.
+func NewEntryPoint(name string, cfg *config.EntryPoint, log zerolog.Logger) (*EntryPoint, error) {
+	addr, err := net.ResolveTCPAddr("tcp", cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("entryPoints.%s.address=%q: %w", name, cfg.Address, err)
+	}
+	ln, err := net.ListenTCP("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("entry point %q cannot listen on %s: %w", name, cfg.Address, err)
+	}
+	e := &EntryPoint{
+		name: name,
+		ln:   ln,
+		log:  log.With().Str("entrypoint", name).Logger(),
+		done: make(chan struct{}),
+	}
+	e.table.Store(emptyTable)
+	if t := cfg.Transport; t != nil {
+		if t.RespondingTimeouts != nil {
+			e.readTimeout = time.Duration(t.RespondingTimeouts.ReadTimeout)
+		}
+		if t.LifeCycle != nil {
+			e.grace = time.Duration(t.LifeCycle.GraceTimeOut)
+		}
+	}
+	if pp := cfg.ProxyProtocol; pp != nil {
+		e.ppEnabled = true
+		e.ppInsecure = pp.Insecure
+		for _, r := range pp.TrustedIPs {
+			p, err := config.ParsePrefix(r)
+			if err != nil {
+				_ = ln.Close()
+				return nil, fmt.Errorf("entryPoints.%s.proxyProtocol.trustedIPs: %w", name, err)
+			}
+			e.trusted = append(e.trusted, p)
+		}
+	}
+	return e, nil
+}
+
+// Name returns the entry point's name.
+func (e *EntryPoint) Name() string { return e.name }
+
+// Addr returns the bound address (useful with port 0).
+func (e *EntryPoint) Addr() net.Addr { return e.ln.Addr() }
+
+// Open returns the number of connections being served now.
+func (e *EntryPoint) Open() int64 { return e.live.n.Load() }
+
+// NoRoute returns how many connections matched no router.
+func (e *EntryPoint) NoRoute() uint64 { return e.noRoute.Load() }
+
+// Accepted returns how many connections were accepted.
+func (e *EntryPoint) Accepted() uint64 { return e.accepted.Load() }
+
+// SetTable makes t serve new connections. Live connections are untouched.
+func (e *EntryPoint) SetTable(t *Table) {
+	if t == nil {
+		t = emptyTable
+	}
+	e.table.Store(t)
+}
+
+// Serve accepts until the listener is closed by Shutdown. Temporary accept
+// errors (out of file descriptors, aborted handshakes) back off from 5 ms to
+// 1 s and are logged; the loop never ends silently.
+func (e *EntryPoint) Serve() error {
+	if !e.started.CompareAndSwap(false, true) {
+		return errors.New("entry point " + e.name + " is already serving")
+	}
+	defer close(e.done)
+	var backoff time.Duration
+	for {
+		conn, err := e.ln.AcceptTCP()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			if backoff == 0 {
+				backoff = 5 * time.Millisecond
+			} else if backoff *= 2; backoff > time.Second {
+				backoff = time.Second
+			}
+			e.log.Error().Err(err).Dur("retry_in", backoff).Msg("accept failed")
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		e.accepted.Add(1)
+		go e.serve(conn)
+	}
+}
+
+// serve routes one connection. It runs on a fresh goroutine per connection and
+// returns once the service has started its copiers (or rejected it).
+func (e *EntryPoint) serve(conn *net.TCPConn) {
+	t := e.table.Load()
+	c := &tcp.Conn{TCP: conn, EntryPoint: e.name}
+	c.Client = addrPort(conn.RemoteAddr())
+	c.Local = addrPort(conn.LocalAddr())
+	e.live.add(c)
+
+	if e.ppEnabled && !e.readProxyHeader(c) {
+		c.Reject()
+		return
+	}
+	if t.peek && !e.peekHello(c) {
+		c.Reject()
+		return
+	}
+	r := t.match(c)
+	if r == nil {
+		e.noRoute.Add(1)
+		c.Reject()
+		return
+	}
+	c.Router = r.name
+	r.open.Add(1)
+	c.Defer(r)
+	r.handler.ServeTCP(c)
+}
+
+// readProxyHeader reads a PROXY protocol header from a trusted sender under
+// the read deadline; from an untrusted sender it reads nothing and the socket
+// peer stays the client. Bytes read past the header go to c.Peeked.
+func (e *EntryPoint) readProxyHeader(c *tcp.Conn) bool {
+	if !e.ppInsecure && !prefixesContain(e.trusted, c.Client.Addr()) {
+		return true
+	}
+	if e.readTimeout > 0 {
+		_ = c.TCP.SetReadDeadline(time.Now().Add(e.readTimeout))
+	}
+	br := bufio.NewReaderSize(c.TCP, 512)
+	h, err := proxyproto.Read(br)
+	_ = c.TCP.SetReadDeadline(time.Time{})
+	switch {
+	case errors.Is(err, proxyproto.ErrNoProxyProtocol):
+		// A trusted sender may still connect without a header: keep the peer.
+	case err != nil:
+		e.log.Debug().Err(err).Str("client_ip", c.Client.Addr().String()).Msg("bad PROXY protocol header")
+		return false
+	default:
+		if src, ok := h.SourceAddr.(*net.TCPAddr); ok {
+			c.Client = unmapAP(src.AddrPort())
+		}
+		if dst, ok := h.DestinationAddr.(*net.TCPAddr); ok {
+			c.Local = unmapAP(dst.AddrPort())
+		}
+	}
+	if n := br.Buffered(); n > 0 {
+		b, _ := br.Peek(n)
+		c.Peeked = append(c.Peeked, b...)
+	}
+	return true
+}
+
+// peekHello is replaced by the TLS passthrough work; until then an entry
+// point never peeks.
+func (e *EntryPoint) peekHello(c *tcp.Conn) bool { return true }
+
+// Shutdown stops accepting, lets live connections drain for the grace
+// timeout (or until ctx ends), then closes what is left.
+func (e *EntryPoint) Shutdown(ctx context.Context) {
+	_ = e.ln.Close()
+	if e.started.Load() {
+		<-e.done
+	}
+	if e.grace > 0 {
+		timer := time.NewTimer(e.grace)
+		defer timer.Stop()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+	wait:
+		for e.live.n.Load() > 0 {
+			select {
+			case <-ctx.Done():
+				break wait
+			case <-timer.C:
+				break wait
+			case <-tick.C:
+			}
+		}
+	}
+	e.live.closeAll()
+}
+
+func addrPort(a net.Addr) netip.AddrPort {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return unmapAP(ta.AddrPort())
+	}
+	return netip.AddrPort{}
+}
+
+func unmapAP(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+func prefixesContain(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// tracker knows an entry point's live connections, so shutdown can close the
+// ones that outlive the drain. It is sharded so accepts rarely contend; each
+// shard is the tcp.Finisher that forgets the connection when it ends.
+type tracker struct {
+	n      atomic.Int64
+	rr     atomic.Uint32
+	shards [16]trackShard
+}
+
+type trackShard struct {
+	mu sync.Mutex
+	m  map[*tcp.Conn]struct{}
+	t  *tracker
+}
+
+func (t *tracker) add(c *tcp.Conn) {
+	s := &t.shards[t.rr.Add(1)%uint32(len(t.shards))]
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = make(map[*tcp.Conn]struct{})
+		s.t = t
+	}
+	s.m[c] = struct{}{}
+	s.mu.Unlock()
+	t.n.Add(1)
+	c.Defer(s)
+}
+
+// Finish forgets c.
+func (s *trackShard) Finish(c *tcp.Conn) {
+	s.mu.Lock()
+	delete(s.m, c)
+	s.mu.Unlock()
+	s.t.n.Add(-1)
+}
+
+func (t *tracker) closeAll() {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for c := range s.m {
+			_ = c.TCP.Close()
+		}
+		s.mu.Unlock()
+	}
+}

@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
+	"github.com/tollgate-proxy/tollgate/middleware/ipallowlist"
+)
+
+// Resource statuses, as in Traefik's API.
+const (
+	StatusEnabled  = "enabled"
+	StatusWarning  = "warning"
+	StatusDisabled = "disabled"
+)
+
+// RouterInfo is a router's configuration with what compiling it found.
+type RouterInfo struct {
+	*config.TCPRouter
+	Err    []string `json:"error,omitempty"`
+	Status string   `json:"status"`
+	Using  []string `json:"using,omitempty"` // entry points it serves on
+}
+
+// ServiceInfo is a service's configuration with what compiling it found.
+type ServiceInfo struct {
+	*config.TCPService
+	Err          []string          `json:"error,omitempty"`
+	Status       string            `json:"status"`
+	UsedBy       []string          `json:"usedBy,omitempty"`
+	ServerStatus map[string]string `json:"serverStatus,omitempty"`
+}
+
+// MiddlewareInfo is a middleware's configuration with what compiling it found
+// and, for inFlightConn, its live limiter state.
+type MiddlewareInfo struct {
+	*config.TCPMiddleware
+	Err     []string            `json:"error,omitempty"`
+	Status  string              `json:"status"`
+	UsedBy  []string            `json:"usedBy,omitempty"`
+	Type    string              `json:"type,omitempty"`
+	Limiter *inflightconn.State `json:"inFlight,omitempty"`
+
+	limiter *inflightconn.Limiter
+}
+
+// LiveLimiter returns the limiter behind an inFlightConn middleware, or nil.
+func (m *MiddlewareInfo) LiveLimiter() *inflightconn.Limiter { return m.limiter }
+
+// Runtime is what one Compile produced: every resource with its status, keyed
+// by qualified name. It is immutable once published.
+type Runtime struct {
+	Routers     map[string]*RouterInfo     `json:"tcpRouters"`
+	Services    map[string]*ServiceInfo    `json:"tcpServices"`
+	Middlewares map[string]*MiddlewareInfo `json:"tcpMiddlewares"`
+}
+
+func (ri *RouterInfo) addError(msg string) {
+	ri.Err = append(ri.Err, msg)
+	ri.Status = StatusDisabled
+}
+
+func (si *ServiceInfo) addError(msg string) {
+	si.Err = append(si.Err, msg)
+	si.Status = StatusDisabled
+}
+
+func (mi *MiddlewareInfo) addError(msg string) {
+	mi.Err = append(mi.Err, msg)
+	mi.Status = StatusDisabled
+}
+
+// State is what outlives configuration generations: limiters, allow-list and
+// service counters, router gauges. Compile looks them up by qualified name.
+// The zero value is not usable: use NewState.
+type State struct {
+	Limiters inflightconn.Registry
+
+	mu       sync.Mutex
+	allow    map[string]*ipallowlist.Counters
+	services map[string]*ServiceCounters
+	routers  map[string]*atomic.Int64
+	log      zerolog.Logger
+}
+
+// NewState returns empty state logging through log.
+func NewState(log zerolog.Logger) *State {
+	return &State{
+		allow:    make(map[string]*ipallowlist.Counters),
+		services: make(map[string]*ServiceCounters),
+		routers:  make(map[string]*atomic.Int64),
+		log:      log,
+	}
+}
+
+func getOrNew[T any](mu *sync.Mutex, m map[string]*T, name string) *T {
+	mu.Lock()
+	defer mu.Unlock()
+	v, ok := m[name]
+	if !ok {
+		v = new(T)
+		m[name] = v
+	}
+	return v
+}
+
+// AllowCounters returns the counters of the named allow list.
+func (s *State) AllowCounters(name string) *ipallowlist.Counters {
+	return getOrNew(&s.mu, s.allow, name)
+}
+
+// ServiceCounters returns the counters of the named service.
+func (s *State) ServiceCounters(name string) *ServiceCounters {
+	return getOrNew(&s.mu, s.services, name)
+}
+
+// RouterOpen returns the open-connection gauge of the named router.
+func (s *State) RouterOpen(name string) *atomic.Int64 {
+	return getOrNew(&s.mu, s.routers, name)
+}
+
+// Each calls f for every named counter set, for metrics collection.
+func (s *State) Each(allow func(string, *ipallowlist.Counters), svc func(string, *ServiceCounters), router func(string, int64)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, c := range s.allow {
+		allow(n, c)
+	}
+	for n, c := range s.services {
+		svc(n, c)
+	}
+	for n, c := range s.routers {
+		router(n, c.Load())
+	}
+}

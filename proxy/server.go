@@ -1,0 +1,133 @@
+// Package proxy is tollgate's data plane: entry points that accept
+// connections, the compiler that turns a configuration snapshot into routing
+// tables, the load balancers that dial backends, and the copiers between them.
+package proxy
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/config"
+)
+
+// Server owns the entry points and applies configuration snapshots to them.
+type Server struct {
+	eps   map[string]*EntryPoint
+	names []string
+	state *State
+	rt    atomic.Pointer[Runtime]
+	mu    sync.Mutex // serialises Apply
+	log   zerolog.Logger
+
+	reloads     atomic.Uint64
+	lastReload  atomic.Int64 // unix nanoseconds
+	compileTime atomic.Int64 // nanoseconds of the last Compile
+}
+
+// NewServer binds every entry point. On error the ones already bound are
+// closed and the error names the entry point and address.
+func NewServer(eps map[string]*config.EntryPoint, log zerolog.Logger) (*Server, error) {
+	s := &Server{eps: map[string]*EntryPoint{}, state: NewState(log), log: log}
+	for name := range eps {
+		s.names = append(s.names, name)
+	}
+	sort.Strings(s.names)
+	for _, name := range s.names {
+		ep, err := NewEntryPoint(name, eps[name], log)
+		if err != nil {
+			for _, e := range s.eps {
+				_ = e.ln.Close()
+			}
+			return nil, err
+		}
+		s.eps[name] = ep
+	}
+	s.rt.Store(&Runtime{Routers: map[string]*RouterInfo{}, Services: map[string]*ServiceInfo{}, Middlewares: map[string]*MiddlewareInfo{}})
+	return s, nil
+}
+
+// Start runs every entry point's accept loop in its own goroutine.
+func (s *Server) Start() {
+	for _, name := range s.names {
+		go func(ep *EntryPoint) {
+			if err := ep.Serve(); err != nil {
+				ep.log.Error().Err(err).Msg("entry point stopped")
+			}
+		}(s.eps[name])
+	}
+}
+
+// EntryPoint returns the named entry point, or nil.
+func (s *Server) EntryPoint(name string) *EntryPoint { return s.eps[name] }
+
+// EntryPointNames returns the entry point names, sorted.
+func (s *Server) EntryPointNames() []string { return s.names }
+
+// State returns the state shared across generations.
+func (s *Server) State() *State { return s.state }
+
+// Runtime returns the runtime view of the configuration last applied.
+func (s *Server) Runtime() *Runtime { return s.rt.Load() }
+
+// Reloads returns how many configurations were applied and when the last was.
+func (s *Server) Reloads() (n uint64, last time.Time, compile time.Duration) {
+	return s.reloads.Load(), time.Unix(0, s.lastReload.Load()), time.Duration(s.compileTime.Load())
+}
+
+// Apply compiles cfg (merged, qualified names) and swaps the new tables in.
+// Live connections keep the tables they were routed with.
+func (s *Server) Apply(cfg *config.TCPConfiguration) *Runtime {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := time.Now()
+	tables, rt := Compile(cfg, s.names, s.state, s.log)
+	s.compileTime.Store(int64(time.Since(start)))
+	for name, ep := range s.eps {
+		ep.SetTable(tables[name])
+	}
+	s.rt.Store(rt)
+	keep := map[string]bool{}
+	for name, mi := range rt.Middlewares {
+		if mi.limiter != nil {
+			keep[name] = true
+		}
+	}
+	s.state.Limiters.Sweep(keep)
+	s.reloads.Add(1)
+	s.lastReload.Store(time.Now().UnixNano())
+	for _, name := range sortedKeys(rt.Routers) {
+		if ri := rt.Routers[name]; ri.Status != StatusEnabled {
+			s.log.Error().Str("router", name).Strs("error", ri.Err).Msg("router " + ri.Status)
+		}
+	}
+	for _, name := range sortedKeys(rt.Services) {
+		if si := rt.Services[name]; si.Status != StatusEnabled {
+			s.log.Error().Str("service", name).Strs("error", si.Err).Msg("service " + si.Status)
+		}
+	}
+	for _, name := range sortedKeys(rt.Middlewares) {
+		if mi := rt.Middlewares[name]; mi.Status != StatusEnabled {
+			s.log.Error().Str("middleware", name).Strs("error", mi.Err).Msg("middleware " + mi.Status)
+		}
+	}
+	return rt
+}
+
+// Shutdown stops every entry point from accepting, drains live connections
+// for each entry point's grace timeout (bounded by ctx) and closes the rest.
+func (s *Server) Shutdown(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, ep := range s.eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ep.Shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,165 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	proxyproto "github.com/pires/go-proxyproto"
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/proxy/tcp"
+)
+
+// DialTimeout bounds a backend dial.
+const DialTimeout = 10 * time.Second
+
+// server is one backend address of a load balancer.
+type server struct {
+	address string
+	up      *atomic.Bool // health; nil means always up
+}
+
+// ServiceCounters counts a service's outcomes; shared across generations.
+type ServiceCounters struct {
+	DialErrors atomic.Uint64
+}
+
+// loadBalancer is a loadBalancer service: round-robin over its servers. A
+// failed dial tries the next healthy server once before giving up.
+type loadBalancer struct {
+	name     string
+	servers  []server
+	next     atomic.Uint32
+	delay    time.Duration
+	ppVer    byte // PROXY protocol version to send; 0 for none
+	counters *ServiceCounters
+	dialer   net.Dialer
+	log      zerolog.Logger
+}
+
+var _ tcp.Handler = (*loadBalancer)(nil)
+
+// pick returns the index of the next healthy server from the round-robin
+// position, or -1.
+func (lb *loadBalancer) pick() int {
+	n := len(lb.servers)
+	if n == 0 {
+		return -1
+	}
+	start := int(lb.next.Add(1)-1) % n
+	for i := 0; i < n; i++ {
+		j := (start + i) % n
+		if s := lb.servers[j]; s.up == nil || s.up.Load() {
+			return j
+		}
+	}
+	return -1
+}
+
+// ServeTCP dials a backend and starts copying; it returns once the copiers run.
+func (lb *loadBalancer) ServeTCP(c *tcp.Conn) {
+	backend := lb.dial(c)
+	if backend == nil {
+		c.Reject()
+		return
+	}
+	if !lb.preamble(c, backend) {
+		_ = backend.Close()
+		c.Reject()
+		return
+	}
+	p := &pair{c: c, backend: backend, delay: lb.delay}
+	p.start()
+}
+
+func (lb *loadBalancer) dial(c *tcp.Conn) *net.TCPConn {
+	first := lb.pick()
+	if first < 0 {
+		lb.log.Debug().Str("router", c.Router).Msg("no healthy server")
+		return nil
+	}
+	tried := first
+	for attempt := 0; attempt < 2 && attempt < len(lb.servers); attempt++ {
+		idx := tried
+		if attempt == 1 {
+			idx = lb.pick()
+			if idx < 0 || idx == first {
+				break
+			}
+		}
+		addr := lb.servers[idx].address
+		ctx, cancel := context.WithTimeout(context.Background(), DialTimeout)
+		conn, err := lb.dialer.DialContext(ctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			return conn.(*net.TCPConn)
+		}
+		lb.counters.DialErrors.Add(1)
+		lb.log.Warn().Err(err).Str("server", addr).Str("router", c.Router).Msg("backend dial failed")
+		tried = idx
+	}
+	return nil
+}
+
+// preamble writes what must precede the client's bytes: a PROXY header and
+// any bytes already peeked from the client.
+func (lb *loadBalancer) preamble(c *tcp.Conn, backend *net.TCPConn) bool {
+	if lb.ppVer != 0 {
+		h := proxyproto.HeaderProxyFromAddrs(lb.ppVer, tcpAddr(c.Client), tcpAddr(c.Local))
+		if _, err := h.WriteTo(backend); err != nil {
+			return false
+		}
+	}
+	if len(c.Peeked) > 0 {
+		if _, err := backend.Write(c.Peeked); err != nil {
+			return false
+		}
+		c.Peeked = nil
+	}
+	return true
+}
+
+func tcpAddr(ap netip.AddrPort) *net.TCPAddr { return net.TCPAddrFromAddrPort(ap) }
+
+// weighted spreads connections over child handlers by smooth weighted
+// round-robin (nginx's algorithm): deterministic, and a 3:1 split interleaves.
+type weighted struct {
+	children []weightedChild
+	total    int
+	mu       sync.Mutex
+}
+
+type weightedChild struct {
+	h       tcp.Handler
+	weight  int
+	current int
+}
+
+var _ tcp.Handler = (*weighted)(nil)
+
+func (w *weighted) ServeTCP(c *tcp.Conn) {
+	if w.total == 0 {
+		c.Reject()
+		return
+	}
+	w.mu.Lock()
+	best := -1
+	for i := range w.children {
+		ch := &w.children[i]
+		if ch.weight == 0 {
+			continue
+		}
+		ch.current += ch.weight
+		if best < 0 || ch.current > w.children[best].current {
+			best = i
+		}
+	}
+	w.children[best].current -= w.total
+	h := w.children[best].h
+	w.mu.Unlock()
+	h.ServeTCP(c)
+}
