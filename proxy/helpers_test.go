@@ -165,9 +165,6 @@ func limitMW(amount int64) *config.TCPMiddleware {
 	return &config.TCPMiddleware{InFlightConn: &config.TCPInFlightConn{Amount: amount}}
 }
 
-
-
-
 var nopLog = zerolog.Nop()
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
