@@ -20,8 +20,17 @@ if [[ -x $bin ]] && "$bin" version 2>/dev/null | grep -q "^Consul v$version"; th
     exit 0
 fi
 
-echo "building consul v$version into $cache (first run only, a few minutes)" >&2
 mkdir -p "$cache"
+# One build at a time: a second caller waits for the first and reuses its binary.
+exec 9>"$cache/.lock"
+if command -v flock >/dev/null; then
+    flock 9
+    if [[ -x $bin ]] && "$bin" version 2>/dev/null | grep -q "^Consul v$version"; then
+        echo "$bin"
+        exit 0
+    fi
+fi
+echo "building consul v$version into $cache (first run only, a few minutes)" >&2
 export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
 modcache=$(go env GOMODCACHE)
 (cd "$cache" && go mod download "github.com/hashicorp/consul@v$version" >&2)
@@ -39,7 +48,7 @@ for r in json.load(sys.stdin).get("Replace") or []:
 ' 2>/dev/null || awk '/^replace/ && /=> \.\// {print $2}' go.mod); do
     go mod edit -dropreplace="$m"
 done
-go build -trimpath -o "$bin.tmp" . >&2
-mv "$bin.tmp" "$bin"
+go build -trimpath -o "$bin.tmp.$$" . >&2
+mv "$bin.tmp.$$" "$bin"
 "$bin" version >&2
 echo "$bin"
