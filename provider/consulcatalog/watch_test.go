@@ -1,0 +1,529 @@
+package consulcatalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/provider"
+)
+
+var fastTiming = timing{
+	wait:        time.Second,
+	minInterval: 5 * time.Millisecond,
+	jitter:      time.Millisecond,
+	backoffMin:  2 * time.Millisecond,
+	backoffMax:  10 * time.Millisecond,
+}
+
+// TestBlockingLoop scripts a query's answers and checks the indexes the loop
+// asks for, when it reports a change, and how it backs off.
+func TestBlockingLoop(t *testing.T) {
+	type answer struct {
+		index uint64
+		err   error
+	}
+	boom := errors.New("connection refused")
+	script := []answer{
+		{index: 5},  // first: change
+		{index: 5},  // wait ran out: no change
+		{index: 9},  // change
+		{err: boom}, // failure: back off, keep index 9
+		{err: boom}, // second failure: longer backoff
+		{index: 9},  // agent back with the same index: no change
+		{index: 3},  // went backwards: reset to 0, no change yet
+		{index: 3},  // asked with 0: change
+		{index: 0},  // went backwards to 0: reset
+		{index: 4},  // change
+		{err: boom}, // backoff starts again from the minimum
+		{index: 11}, // change
+	}
+	wantAsked := []uint64{0, 5, 5, 9, 9, 9, 9, 0, 3, 0, 4, 4}
+	const wantChanges = 5
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		asked    []uint64
+		starts   []time.Time
+		changes  int
+		failures []error
+	)
+	done := make(chan struct{})
+	query := func(ctx context.Context, index uint64) (uint64, error) {
+		if len(asked) == len(script) {
+			cancel()
+			close(done)
+			return 0, ctx.Err()
+		}
+		a := script[len(asked)]
+		asked = append(asked, index)
+		starts = append(starts, time.Now())
+		return a.index, a.err
+	}
+	tm := timing{wait: time.Second, minInterval: 20 * time.Millisecond, backoffMin: 40 * time.Millisecond, backoffMax: 60 * time.Millisecond}
+	go blockingLoop(ctx, tm, query, func() { changes++ }, func(err error) { failures = append(failures, err) })
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("loop did not run the script within 5s")
+	}
+	if !reflect.DeepEqual(asked, wantAsked) {
+		t.Errorf("indexes asked: got %v, want %v", asked, wantAsked)
+	}
+	if changes != wantChanges {
+		t.Errorf("changes: got %d, want %d", changes, wantChanges)
+	}
+	if len(failures) != 3 {
+		t.Errorf("failures: got %d, want 3", len(failures))
+	}
+	// Successful answers are spaced by at least minInterval (except after
+	// the first); failures by at least half the backoff.
+	for i := 1; i < len(starts); i++ {
+		gap := starts[i].Sub(starts[i-1])
+		prev := script[i-1]
+		min := tm.minInterval
+		if prev.err != nil {
+			min = tm.backoffMin / 2
+		}
+		if i == 1 {
+			min = 0
+		}
+		if gap < min {
+			t.Errorf("query %d started %v after query %d, want at least %v", i, gap, i-1, min)
+		}
+	}
+	// The second failure in a row waited longer than the minimum backoff's
+	// lower bound: at least backoffMin (2*backoffMin capped at 60ms, halved).
+	if gap := starts[5].Sub(starts[4]); gap < 30*time.Millisecond {
+		t.Errorf("second retry after %v, want >= 30ms (exponential backoff)", gap)
+	}
+}
+
+func TestBlockingLoopStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		blockingLoop(ctx, fastTiming, func(ctx context.Context, index uint64) (uint64, error) {
+			<-ctx.Done() // a blocking query that never returns on its own
+			return 0, ctx.Err()
+		}, func() {}, func(error) { t.Error("cancellation reported as a failure") })
+	}()
+	cancel()
+	select {
+	case <-returned:
+	case <-time.After(2 * time.Second):
+		t.Fatal("loop did not return within 2s of cancel")
+	}
+}
+
+func TestBackoffCapped(t *testing.T) {
+	tm := timing{backoffMin: 100 * time.Millisecond, backoffMax: time.Second}
+	for r := range 100 {
+		d := tm.backoff(r)
+		want := min(tm.backoffMin<<min(r, 20), tm.backoffMax)
+		if d < want/2 || d > want {
+			t.Fatalf("backoff(%d) = %v, want in [%v, %v]", r, d, want/2, want)
+		}
+	}
+}
+
+// fakeCatalog is an in-memory catalog with blocking queries.
+type fakeCatalog struct {
+	mu       sync.Mutex
+	index    uint64
+	services map[string][]Instance
+	down     bool
+	changed  chan struct{} // closed on every change
+
+	delay    time.Duration // per Instances call
+	inflight atomic.Int64
+	maxIn    atomic.Int64
+	reads    atomic.Int64
+}
+
+func newFake() *fakeCatalog {
+	return &fakeCatalog{index: 1, services: map[string][]Instance{}, changed: make(chan struct{})}
+}
+
+func (f *fakeCatalog) set(name string, insts ...Instance) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(insts) == 0 {
+		delete(f.services, name)
+	} else {
+		f.services[name] = insts
+	}
+	f.index++
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeCatalog) setDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+var errDown = errors.New("dial tcp 127.0.0.1:8500: connect: connection refused")
+
+func (f *fakeCatalog) block(ctx context.Context, index uint64, wait time.Duration) (uint64, error) {
+	for {
+		f.mu.Lock()
+		down, cur, ch := f.down, f.index, f.changed
+		f.mu.Unlock()
+		if down {
+			return 0, errDown
+		}
+		if index == 0 || cur != index {
+			return cur, nil
+		}
+		select {
+		case <-ch:
+		case <-time.After(wait):
+			return cur, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+func (f *fakeCatalog) Services(ctx context.Context, index uint64, wait time.Duration) (map[string][]string, uint64, error) {
+	idx, err := f.block(ctx, index, wait)
+	if err != nil {
+		return nil, 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string][]string{}
+	for name, insts := range f.services {
+		for _, in := range insts {
+			out[name] = append(out[name], in.Tags...)
+		}
+	}
+	return out, idx, nil
+}
+
+func (f *fakeCatalog) HealthIndex(ctx context.Context, index uint64, wait time.Duration) (uint64, error) {
+	return f.block(ctx, index, wait)
+}
+
+func (f *fakeCatalog) Instances(ctx context.Context, name string) ([]Instance, error) {
+	n := f.inflight.Add(1)
+	defer f.inflight.Add(-1)
+	for {
+		m := f.maxIn.Load()
+		if n <= m || f.maxIn.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	f.reads.Add(1)
+	if f.delay > 0 {
+		if !sleep(ctx, f.delay) {
+			return nil, ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return nil, errDown
+	}
+	return append([]Instance(nil), f.services[name]...), nil
+}
+
+func testProvider(t *testing.T, c catalog, mutate func(*config.ConsulCatalogProvider)) *Provider {
+	t.Helper()
+	cfg := &config.ConsulCatalogProvider{}
+	cfg.SetDefaults()
+	cfg.Endpoint.Address = "127.0.0.1:1"
+	if mutate != nil {
+		mutate(cfg)
+	}
+	p, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.client = c
+	p.timing = fastTiming
+	return p
+}
+
+// runProvider runs p until the test ends and returns its messages.
+func runProvider(t *testing.T, p *Provider) <-chan provider.Message {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan provider.Message, 64)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, out) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v, want nil on cancel", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("Run did not return within 5s of cancel")
+		}
+	})
+	return out
+}
+
+// next waits for the next message that satisfies ok, failing after within.
+func next(t *testing.T, msgs <-chan provider.Message, within time.Duration, what string, ok func(provider.Message) bool) provider.Message {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case m := <-msgs:
+			if ok(m) {
+				return m
+			}
+		case <-deadline:
+			t.Fatalf("no message with %s within %v", what, within)
+		}
+	}
+}
+
+func servers(m provider.Message, service string) []string {
+	if m.Configuration == nil || m.Configuration.TCP == nil {
+		return nil
+	}
+	s := m.Configuration.TCP.Services[service]
+	if s == nil || s.LoadBalancer == nil {
+		return nil
+	}
+	var out []string
+	for _, srv := range s.LoadBalancer.Servers {
+		out = append(out, srv.Address)
+	}
+	return out
+}
+
+func TestRunFollowsChangesAndOutages(t *testing.T) {
+	f := newFake()
+	f.set("db", inst("db", "db-1", "127.0.0.1", 5432, "passing", design7...))
+	p := testProvider(t, f, nil)
+	msgs := runProvider(t, p)
+
+	m := next(t, msgs, 2*time.Second, "the first snapshot", func(m provider.Message) bool { return true })
+	if m.ProviderName != "consulcatalog" || m.Err != nil || len(servers(m, "db")) != 1 {
+		t.Fatalf("first message: %+v", m)
+	}
+
+	// A change wakes it without waiting for the 15s refresh.
+	start := time.Now()
+	f.set("db", inst("db", "db-1", "127.0.0.1", 5432, "passing", design7...), inst("db", "db-2", "127.0.0.2", 5432, "passing", design7...))
+	next(t, msgs, time.Second, "two db servers", func(m provider.Message) bool { return len(servers(m, "db")) == 2 })
+	t.Logf("change -> snapshot in %v", time.Since(start))
+
+	// Health: the instance's status goes critical.
+	f.set("db", inst("db", "db-1", "127.0.0.1", 5432, "passing", design7...), inst("db", "db-2", "127.0.0.2", 5432, "critical", design7...))
+	next(t, msgs, time.Second, "one db server", func(m provider.Message) bool { return len(servers(m, "db")) == 1 })
+
+	// Outage: an Err message, never an empty configuration.
+	f.setDown(true)
+	m = next(t, msgs, time.Second, "an Err", func(m provider.Message) bool {
+		if m.Err == nil {
+			t.Errorf("got a configuration while the agent is down: %+v", m)
+		}
+		return m.Err != nil
+	})
+	if m.Configuration != nil || !strings.Contains(m.Err.Error(), "connection refused") || !strings.Contains(m.Err.Error(), "127.0.0.1:1") {
+		t.Errorf("outage message: %+v", m)
+	}
+
+	// Back, with a change made meanwhile: reconverges.
+	f.mu.Lock()
+	f.services["db"] = []Instance{inst("db", "db-9", "127.0.0.9", 5432, "passing", design7...)}
+	f.index = 1 // index went backwards (restarted agent)
+	f.mu.Unlock()
+	start = time.Now()
+	f.setDown(false)
+	m = next(t, msgs, time.Second, "the new configuration", func(m provider.Message) bool { return m.Err == nil })
+	if got := servers(m, "db"); !reflect.DeepEqual(got, []string{"127.0.0.9:5432"}) {
+		t.Errorf("after the outage: servers %v", got)
+	}
+	t.Logf("outage end -> snapshot in %v", time.Since(start))
+}
+
+func TestRunSendsSnapshotAfterOutageEvenIfUnchanged(t *testing.T) {
+	f := newFake()
+	f.set("db", inst("db", "db-1", "127.0.0.1", 5432, "passing", design7...))
+	p := testProvider(t, f, nil)
+	msgs := runProvider(t, p)
+	first := next(t, msgs, 2*time.Second, "the first snapshot", func(m provider.Message) bool { return true })
+	f.setDown(true)
+	next(t, msgs, time.Second, "an Err", func(m provider.Message) bool { return m.Err != nil })
+	f.setDown(false)
+	m := next(t, msgs, time.Second, "a snapshot", func(m provider.Message) bool { return m.Err == nil })
+	if !reflect.DeepEqual(m.Configuration, first.Configuration) {
+		t.Errorf("snapshot after outage differs: %+v", m.Configuration.TCP)
+	}
+}
+
+func TestRunSkipsIdenticalSnapshots(t *testing.T) {
+	f := newFake()
+	f.set("db", inst("db", "db-1", "127.0.0.1", 5432, "passing", design7...))
+	p := testProvider(t, f, func(c *config.ConsulCatalogProvider) { c.RefreshInterval = config.Duration(10 * time.Millisecond) })
+	msgs := runProvider(t, p)
+	next(t, msgs, 2*time.Second, "the first snapshot", func(m provider.Message) bool { return true })
+	// A change elsewhere (a service without tags) and 30 refresh ticks.
+	f.set("other", inst("other", "o", "127.0.0.1", 1, "passing"))
+	deadline := time.After(300 * time.Millisecond)
+	for {
+		select {
+		case m := <-msgs:
+			t.Fatalf("unexpected message for an unchanged configuration: %+v", m)
+		case <-deadline:
+			if f.reads.Load() < 5 {
+				t.Fatalf("only %d reads: the refresh ticker did not run", f.reads.Load())
+			}
+			return
+		}
+	}
+}
+
+func TestRunWithoutWatchPolls(t *testing.T) {
+	f := newFake()
+	p := testProvider(t, f, func(c *config.ConsulCatalogProvider) {
+		c.Watch = false
+		c.RefreshInterval = config.Duration(50 * time.Millisecond)
+	})
+	msgs := runProvider(t, p)
+	m := next(t, msgs, 2*time.Second, "the first snapshot", func(m provider.Message) bool { return true })
+	if len(m.Configuration.TCP.Routers) != 0 {
+		t.Fatalf("first snapshot: %+v", m.Configuration.TCP)
+	}
+	f.set("db", inst("db", "db-1", "127.0.0.1", 5432, "passing", design7...))
+	next(t, msgs, time.Second, "db", func(m provider.Message) bool { return len(servers(m, "db")) == 1 })
+}
+
+func TestRunReportsProblems(t *testing.T) {
+	f := newFake()
+	f.set("bad", inst("bad", "bad-1", "127.0.0.1", 1, "passing", "traefik.tcp.routers.b.rule=HostSNI(`*`)", "traefik.tcp.middlewares.m.inflightconn.amount=abc"))
+	f.set("db", inst("db", "db-1", "127.0.0.1", 5432, "passing", design7...))
+	msgs := runProvider(t, testProvider(t, f, nil))
+	m := next(t, msgs, 2*time.Second, "the first snapshot", func(m provider.Message) bool { return true })
+	if len(m.Problems) != 1 || !strings.Contains(m.Problems[0], `consul service "bad"`) || !strings.Contains(m.Problems[0], `traefik.tcp.middlewares.m.inflightconn.amount`) {
+		t.Errorf("problems: %q", m.Problems)
+	}
+	if len(servers(m, "db")) != 1 || m.Configuration.TCP.Routers["b"] != nil {
+		t.Errorf("configuration: %+v", m.Configuration.TCP)
+	}
+}
+
+func TestFetchBoundsParallelReads(t *testing.T) {
+	f := newFake()
+	for i := range 100 {
+		name := fmt.Sprintf("svc%03d", i)
+		f.services[name] = []Instance{inst(name, name, "127.0.0.1", 1000+i, "passing", "traefik.tcp.routers."+name+".rule=HostSNI(`*`)")}
+	}
+	f.services["untagged"] = []Instance{inst("untagged", "u", "127.0.0.1", 1, "passing", "primary")}
+	f.delay = 2 * time.Millisecond
+	insts, err := fetch(context.Background(), f, "traefik", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(insts) != 100 {
+		t.Errorf("got %d instances, want 100", len(insts))
+	}
+	if got := f.reads.Load(); got != 100 {
+		t.Errorf("%d per-service reads, want 100 (the untagged service is not read)", got)
+	}
+	if m := f.maxIn.Load(); m > 8 || m < 2 {
+		t.Errorf("max reads in flight %d, want 2..8", m)
+	}
+}
+
+func TestFetchFailsWhole(t *testing.T) {
+	f := newFake()
+	for i := range 20 {
+		name := fmt.Sprintf("svc%02d", i)
+		f.services[name] = []Instance{inst(name, name, "127.0.0.1", 1, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)")}
+	}
+	f.delay = time.Millisecond
+	go func() { time.Sleep(3 * time.Millisecond); f.setDown(true) }()
+	_, err := fetch(context.Background(), f, "traefik", 2)
+	if err == nil || !strings.Contains(err.Error(), "reading consul service") {
+		t.Fatalf("fetch during an outage: err %v, want a read error naming the service", err)
+	}
+}
+
+func TestNew(t *testing.T) {
+	log := zerolog.Nop()
+	t.Run("defaults with CONSUL_HTTP_ADDR and CONSUL_HTTP_TOKEN", func(t *testing.T) {
+		var token atomic.Value
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			token.Store(r.Header.Get("X-Consul-Token"))
+			w.Header().Set("X-Consul-Index", "42")
+			fmt.Fprint(w, `{"db":["traefik.enable=true"]}`)
+		}))
+		defer srv.Close()
+		addr := strings.TrimPrefix(srv.URL, "http://")
+		t.Setenv("CONSUL_HTTP_ADDR", addr)
+		t.Setenv("CONSUL_HTTP_TOKEN", "secret")
+		p, err := New(nil, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.address != addr || !p.watch || p.refresh != 15*time.Second || p.opts.Prefix != "traefik" ||
+			!p.opts.ExposedByDefault || !reflect.DeepEqual(p.opts.StrictChecks, []string{"passing", "warning"}) || p.Name() != "consulcatalog" {
+			t.Errorf("provider: %+v", p)
+		}
+		svcs, idx, err := p.client.Services(context.Background(), 0, 0)
+		if err != nil || idx != 42 || len(svcs["db"]) != 1 {
+			t.Fatalf("Services: %v %d %v", svcs, idx, err)
+		}
+		if got := token.Load(); got != "secret" {
+			t.Errorf("token sent: %q, want CONSUL_HTTP_TOKEN", got)
+		}
+	})
+	t.Run("endpoint overrides the environment", func(t *testing.T) {
+		t.Setenv("CONSUL_HTTP_ADDR", "127.0.0.7:8555")
+		cfg := &config.ConsulCatalogProvider{}
+		cfg.SetDefaults()
+		cfg.Endpoint.Address = "http://127.0.0.8:8500"
+		p, err := New(cfg, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.address != "http://127.0.0.8:8500" {
+			t.Errorf("address %q", p.address)
+		}
+	})
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*config.ConsulCatalogProvider)
+		wantErr string
+	}{
+		{"bad strictChecks", func(c *config.ConsulCatalogProvider) { c.StrictChecks = []string{"passing", "healthy"} }, `providers.consulCatalog.strictChecks: "healthy" is not a health state`},
+		{"bad address", func(c *config.ConsulCatalogProvider) { c.Endpoint.Address = "localhost" }, `providers.consulCatalog.endpoint.address="localhost"`},
+		{"bad scheme", func(c *config.ConsulCatalogProvider) { c.Endpoint.Address = "ftp://x:1" }, `scheme "ftp"`},
+		{"negative refresh", func(c *config.ConsulCatalogProvider) { c.RefreshInterval = -1 }, `providers.consulCatalog.refreshInterval`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &config.ConsulCatalogProvider{}
+			cfg.SetDefaults()
+			tc.mutate(cfg)
+			_, err := New(cfg, log)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err %v, want it to contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
