@@ -294,6 +294,24 @@ func TestBuild(t *testing.T) {
 				map[string]*config.TCPService{"a": lb("127.0.0.1:1")}, nil),
 		},
 		{
+			name: "constraints expression from provider/constraints",
+			opts: func(o *buildOptions) {
+				m, err := parseConstraints("Tag(`public`) && !TagRegex(`^env=dev.*`)")
+				if err != nil {
+					panic(err)
+				}
+				o.Match = m
+			},
+			instances: []Instance{
+				inst("a", "a", "127.0.0.1", 1, "passing", "traefik.tcp.routers.a.rule=HostSNI(`*`)", "public"),
+				inst("b", "b", "127.0.0.1", 2, "passing", "traefik.tcp.routers.b.rule=HostSNI(`*`)", "public", "env=devel"),
+				inst("c", "c", "127.0.0.1", 3, "passing", "traefik.tcp.routers.c.rule=HostSNI(`*`)"),
+			},
+			want: tcp(
+				map[string]*config.TCPRouter{"a": {Rule: "HostSNI(`*`)", Service: "a"}},
+				map[string]*config.TCPService{"a": lb("127.0.0.1:1")}, nil),
+		},
+		{
 			name: "conflicting routers across instances are dropped, naming both",
 			instances: []Instance{
 				inst("db", "db-1", "127.0.0.1", 1, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)", "traefik.tcp.routers.r.entrypoints=a"),

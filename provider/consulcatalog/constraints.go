@@ -1,14 +1,13 @@
 package consulcatalog
 
-import "errors"
+import "github.com/tollgate-proxy/tollgate/provider/constraints"
 
 // parseConstraints compiles a constraints expression over tags (Tag,
 // TagRegex, &&, ||, !). An empty expression keeps every instance (nil).
-//
-// TODO: use provider/constraints.ParseTags when it lands.
-func parseConstraints(expr string) (func([]string) bool, error) {
-	if expr == "" {
-		return nil, nil
+func parseConstraints(expression string) (func([]string) bool, error) {
+	e, err := constraints.ParseTags(expression)
+	if err != nil || e == nil {
+		return nil, err
 	}
-	return nil, errors.New("constraints are not supported yet")
+	return e.MatchTags, nil
 }

@@ -514,6 +514,7 @@ func TestNew(t *testing.T) {
 		{"bad strictChecks", func(c *config.ConsulCatalogProvider) { c.StrictChecks = []string{"passing", "healthy"} }, `providers.consulCatalog.strictChecks: "healthy" is not a health state`},
 		{"bad address", func(c *config.ConsulCatalogProvider) { c.Endpoint.Address = "localhost" }, `providers.consulCatalog.endpoint.address="localhost"`},
 		{"bad scheme", func(c *config.ConsulCatalogProvider) { c.Endpoint.Address = "ftp://x:1" }, `scheme "ftp"`},
+		{"bad constraints", func(c *config.ConsulCatalogProvider) { c.Constraints = "Label(`a`, `b`)" }, `providers.consulCatalog.constraints="Label(` + "`a`, `b`" + `)"`},
 		{"negative refresh", func(c *config.ConsulCatalogProvider) { c.RefreshInterval = -1 }, `providers.consulCatalog.refreshInterval`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
