@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tollgate-proxy/tollgate/config"
 )
 
@@ -435,5 +437,30 @@ func TestNormalize(t *testing.T) {
 		if got := normalize(in); got != want {
 			t.Errorf("normalize(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestConstraintsExpression(t *testing.T) {
+	match, err := parseConstraints("Label(`env`, `prod`) && !LabelRegex(`team`, `^ops`)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := []containerData{
+		running("a", "10.0.0.1", map[string]string{"env": "prod", "team": "db", "traefik.tcp.routers.a.rule": "HostSNI(`*`)"}, 1),
+		running("b", "10.0.0.2", map[string]string{"env": "prod", "team": "ops-1", "traefik.tcp.routers.b.rule": "HostSNI(`*`)"}, 1),
+		running("c", "10.0.0.3", map[string]string{"env": "dev", "traefik.tcp.routers.c.rule": "HostSNI(`*`)"}, 1),
+	}
+	got, _ := build(cs, buildOptions{ExposedByDefault: true, Match: match})
+	if got == nil || len(got.TCP.Routers) != 1 || got.TCP.Routers["a"] == nil {
+		t.Fatalf("routers = %+v, want only a", got)
+	}
+	if m, err := parseConstraints("  "); err != nil || m != nil {
+		t.Fatalf("empty expression: match=%v err=%v, want nil, nil", m != nil, err)
+	}
+	if _, err := parseConstraints("Label(`x`"); err == nil {
+		t.Fatal("malformed expression parsed")
+	}
+	if _, err := New(&config.DockerProvider{Constraints: "Nope(`x`)"}, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "providers.docker.constraints") {
+		t.Fatalf("New with a bad expression: %v, want an error naming providers.docker.constraints", err)
 	}
 }

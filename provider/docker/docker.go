@@ -1,0 +1,433 @@
+// Package docker is the Docker provider: it reads the labels of the
+// containers of one Docker engine and emits tollgate's dynamic configuration.
+//
+// The provider is split as DESIGN.md §1 asks: fetch (this file) talks to the
+// engine through the narrow dockerAPI interface and turns inspect answers
+// into containerData; build (build.go) is a pure function from containers to
+// configuration, table-tested without an engine.
+//
+// Run is level-triggered. Container events (start, die, stop, kill, destroy,
+// pause, unpause, rename, health_status, create) are only wake-ups: after one,
+// the events already queued are drained, then every container is listed
+// again and one complete snapshot is sent. A periodic resync
+// (refreshInterval) is the safety net for what events do not say (a network
+// connected to a running container). When the engine cannot be reached, Run
+// sends a Message with Err set, so the watcher keeps the last good
+// configuration serving, and reconnects with capped exponential backoff;
+// on reconnection it resyncs at once.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/provider"
+	"github.com/tollgate-proxy/tollgate/provider/constraints"
+)
+
+// Name is the provider name used in qualified resource names (`db@docker`).
+const Name = "docker"
+
+// DefaultEndpoint is used when neither --providers.docker.endpoint nor
+// DOCKER_HOST is set.
+const DefaultEndpoint = "unix:///var/run/docker.sock"
+
+// Timing of the reconnect loop and of each request to the engine.
+const (
+	backoffMin = 100 * time.Millisecond
+	// backoffMax is low on purpose: a failed connect to a local socket costs
+	// nothing, and the cap bounds how long after the engine's return the
+	// routes stay stale (issue 3: reconverge within 2 s).
+	backoffMax     = time.Second
+	requestTimeout = 10 * time.Second
+	// inspectWorkers bounds concurrent ContainerInspect calls in one fetch.
+	inspectWorkers = 8
+)
+
+// wakeActions are the container event actions that trigger a resync.
+// health_status is matched as a prefix by the engine ("health_status: healthy").
+var wakeActions = []string{"start", "die", "stop", "kill", "destroy", "pause", "unpause", "rename", "health_status", "create"}
+
+// dockerAPI is the part of the Docker client the provider uses.
+type dockerAPI interface {
+	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
+	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
+	Ping(ctx context.Context) (types.Ping, error)
+}
+
+var _ dockerAPI = (*client.Client)(nil)
+
+// Provider watches one Docker engine. Create it with New; the zero value is
+// not usable. Run may be called once.
+type Provider struct {
+	cfg      config.DockerProvider
+	endpoint string
+	api      dockerAPI
+	closer   func() error
+	opts     buildOptions
+	log      zerolog.Logger
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New returns a provider for cfg (nil means the defaults). The endpoint is
+// cfg.Endpoint, else DOCKER_HOST, else unix:///var/run/docker.sock; the API
+// version is negotiated with the engine. New does not contact the engine: an
+// engine that is down is reported by Run. It fails on a malformed endpoint or
+// constraints expression.
+func New(cfg *config.DockerProvider, log zerolog.Logger) (*Provider, error) {
+	var c config.DockerProvider
+	if cfg != nil {
+		c = *cfg
+	} else {
+		c.SetDefaults()
+	}
+	match, err := parseConstraints(c.Constraints)
+	if err != nil {
+		return nil, fmt.Errorf("providers.docker.constraints=%q: %w", c.Constraints, err)
+	}
+	endpoint := c.Endpoint
+	if endpoint == "" {
+		endpoint = os.Getenv(client.EnvOverrideHost)
+	}
+	if endpoint == "" {
+		endpoint = DefaultEndpoint
+	}
+	cl, err := client.NewClientWithOpts(client.FromEnv, client.WithHost(endpoint), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("providers.docker.endpoint=%q: %w", endpoint, err)
+	}
+	if c.RefreshInterval < 0 {
+		return nil, fmt.Errorf("providers.docker.refreshInterval=%s: must not be negative", c.RefreshInterval)
+	}
+	return &Provider{
+		cfg:      c,
+		endpoint: endpoint,
+		api:      cl,
+		closer:   cl.Close,
+		opts:     optionsFrom(&c, match),
+		log:      log.With().Str("provider", Name).Logger(),
+	}, nil
+}
+
+// parseConstraints parses a Label/LabelRegex expression; nil keeps every
+// container.
+func parseConstraints(expr string) (func(map[string]string) bool, error) {
+	e, err := constraints.ParseLabels(expr)
+	if err != nil || e == nil {
+		return nil, err
+	}
+	return e.MatchLabels, nil
+}
+
+// Name returns "docker".
+func (p *Provider) Name() string { return Name }
+
+// Run watches the engine until ctx is done, sending complete snapshots to out.
+// It returns nil when ctx is done.
+func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
+	defer func() {
+		if p.closer != nil {
+			_ = p.closer()
+		}
+	}()
+	s := &session{p: p, out: out}
+	wait := backoffMin
+	attempts := 0
+	for {
+		err := s.run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if s.healthy {
+			// The session served; start the next outage afresh.
+			wait, attempts = backoffMin, 0
+		}
+		s.healthy = false
+		attempts++
+		ev := p.log.Debug()
+		if attempts == 1 || attempts%60 == 0 {
+			ev = p.log.Error()
+		}
+		ev.Err(err).Str("endpoint", p.endpoint).Int("attempt", attempts).Dur("retry_in", wait).
+			Msg("Docker engine unreachable, keeping the last configuration")
+		if !s.sendErr(ctx, err) {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		wait = min(wait*2, backoffMax)
+	}
+}
+
+// session is the state that outlives one connection: what was last sent.
+type session struct {
+	p   *Provider
+	out chan<- provider.Message
+	// healthy is set once a connection produced a snapshot.
+	healthy bool
+	// last is the last message sent; a snapshot equal to it is not re-sent,
+	// except after an error message.
+	last    *provider.Message
+	lastErr string
+}
+
+// run connects, sends a snapshot, and follows events until the connection
+// fails (returning why) or ctx is done.
+func (s *session) run(ctx context.Context) error {
+	p := s.p
+	pingCtx, cancel := context.WithTimeout(ctx, requestTimeout)
+	_, err := p.api.Ping(pingCtx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("ping %s: %w", p.endpoint, err)
+	}
+
+	// Subscribe before listing, so a change between the two is not missed.
+	evCtx, stopEvents := context.WithCancel(ctx)
+	defer stopEvents()
+	var evs <-chan events.Message
+	var evErrs <-chan error
+	if p.cfg.Watch {
+		f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)))
+		for _, a := range wakeActions {
+			f.Add("event", a)
+		}
+		evs, evErrs = p.api.Events(evCtx, events.ListOptions{Filters: f})
+	}
+
+	if err := s.resync(ctx); err != nil {
+		return err
+	}
+	p.log.Info().Str("endpoint", p.endpoint).Msg("Connected to the Docker engine")
+
+	var tick <-chan time.Time
+	if p.cfg.RefreshInterval > 0 {
+		t := time.NewTicker(config.Std(p.cfg.RefreshInterval))
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-evErrs:
+			if err == nil {
+				err = errors.New("event stream closed")
+			}
+			return fmt.Errorf("event stream: %w", err)
+		case ev := <-evs:
+			p.log.Debug().Str("action", string(ev.Action)).Str("container", ev.Actor.Attributes["name"]).Msg("Docker event")
+			// Drain what is already queued: one re-list answers them all.
+		drain:
+			for {
+				select {
+				case ev := <-evs:
+					p.log.Debug().Str("action", string(ev.Action)).Str("container", ev.Actor.Attributes["name"]).Msg("Docker event")
+				default:
+					break drain
+				}
+			}
+			if err := s.resync(ctx); err != nil {
+				return err
+			}
+		case <-tick:
+			if err := s.resync(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// resync fetches every container, builds and sends the snapshot.
+func (s *session) resync(ctx context.Context) error {
+	p := s.p
+	containers, err := fetch(ctx, p.api)
+	if err != nil {
+		return err
+	}
+	conf, problems := build(containers, p.opts)
+	s.healthy = true
+	msg := provider.Message{ProviderName: Name, Configuration: conf, Problems: problems}
+	if s.last != nil && s.lastErr == "" && reflect.DeepEqual(*s.last, msg) {
+		return nil
+	}
+	for _, pr := range problems {
+		p.log.Error().Str("problem", pr).Msg("Docker container skipped")
+	}
+	if !s.send(ctx, msg) {
+		return ctx.Err()
+	}
+	s.last, s.lastErr = &msg, ""
+	return nil
+}
+
+// sendErr reports a lost engine once per distinct error.
+func (s *session) sendErr(ctx context.Context, err error) bool {
+	if s.lastErr == err.Error() {
+		return true
+	}
+	if !s.send(ctx, provider.Message{ProviderName: Name, Err: err}) {
+		return false
+	}
+	s.lastErr = err.Error()
+	return true
+}
+
+func (s *session) send(ctx context.Context, msg provider.Message) bool {
+	select {
+	case s.out <- msg:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// fetch lists the containers (all states) and inspects those that carry a
+// `traefik.` label: the others can contribute nothing.
+func fetch(ctx context.Context, api dockerAPI) ([]containerData, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	list, err := api.ContainerList(ctx, container.ListOptions{All: true})
+	if err != nil {
+		return nil, fmt.Errorf("listing containers: %w", err)
+	}
+	var ids []string
+	for _, c := range list {
+		if hasTraefikLabel(c.Labels) {
+			ids = append(ids, c.ID)
+		}
+	}
+	out := make([]containerData, len(ids))
+	keep := make([]bool, len(ids))
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, inspectWorkers)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ins, err := api.ContainerInspect(ctx, id)
+			if errdefs.IsNotFound(err) {
+				return // removed since the list
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("inspecting container %s: %w", id, err)
+				return
+			}
+			d, err := parseInspect(ctx, api, ins)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			out[i], keep[i] = d, true
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	res := out[:0]
+	for i := range out {
+		if keep[i] {
+			res = append(res, out[i])
+		}
+	}
+	return res, nil
+}
+
+func hasTraefikLabel(m map[string]string) bool {
+	for k := range m {
+		if len(k) >= 8 && strings.EqualFold(k[:8], "traefik.") {
+			return true
+		}
+	}
+	return false
+}
+
+// parseInspect turns an inspect answer into containerData. A container that
+// shares another's network stack ("container:<id>") takes that one's networks.
+func parseInspect(ctx context.Context, api dockerAPI, ins container.InspectResponse) (containerData, error) {
+	var d containerData
+	if ins.ContainerJSONBase == nil {
+		return d, nil
+	}
+	d.ID = ins.ID
+	d.Name = strings.TrimPrefix(ins.Name, "/")
+	if st := ins.State; st != nil {
+		d.State = st.Status
+		if st.Health != nil {
+			d.Health = st.Health.Status
+		}
+	}
+	if ins.Config != nil {
+		d.Labels = ins.Config.Labels
+	}
+	if ins.HostConfig != nil {
+		d.NetworkMode = string(ins.HostConfig.NetworkMode)
+	}
+	ns := ins.NetworkSettings
+	if ns != nil {
+		d.Networks = networksOf(ns)
+		for port, bindings := range ns.Ports {
+			pd := portData{Port: port.Int(), Proto: port.Proto()}
+			for _, b := range bindings {
+				pd.Bindings = append(pd.Bindings, binding{HostIP: b.HostIP, HostPort: b.HostPort})
+			}
+			d.Ports = append(d.Ports, pd)
+		}
+	}
+	if len(d.Ports) == 0 && ins.Config != nil {
+		// A stopped container has no NetworkSettings.Ports; keep what it exposes.
+		for port := range ins.Config.ExposedPorts {
+			d.Ports = append(d.Ports, portData{Port: port.Int(), Proto: port.Proto()})
+		}
+	}
+	if other, ok := strings.CutPrefix(d.NetworkMode, "container:"); ok && d.State == "running" {
+		peer, err := api.ContainerInspect(ctx, other)
+		if err == nil && peer.NetworkSettings != nil {
+			d.Networks = networksOf(peer.NetworkSettings)
+		} else if err != nil && !errdefs.IsNotFound(err) {
+			return d, fmt.Errorf("inspecting container %s (network peer of %s): %w", other, d.Name, err)
+		}
+	}
+	return d, nil
+}
+
+func networksOf(ns *container.NetworkSettings) map[string]string {
+	nets := make(map[string]string, len(ns.Networks))
+	for name, ep := range ns.Networks {
+		if ep == nil {
+			continue
+		}
+		ip := ep.IPAddress
+		if ip == "" {
+			ip = ep.GlobalIPv6Address
+		}
+		nets[name] = ip
+	}
+	return nets
+}
