@@ -55,8 +55,14 @@ func main() {
 			return nil
 		},
 	})
+	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "-") {
+		if err := checkArgs(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "tollgate: "+oneLine(err.Error()))
+			os.Exit(1)
+		}
+	}
 	if err := cli.Execute(root); err != nil {
-		fmt.Fprintln(os.Stderr, "tollgate: "+oneLine(err.Error()))
+		fmt.Fprintln(os.Stderr, "tollgate: "+cleanError(err))
 		os.Exit(1)
 	}
 }

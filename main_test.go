@@ -1,0 +1,438 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/itest"
+)
+
+// proc is a tollgate process started by a test.
+type proc struct {
+	cmd *exec.Cmd
+	out *syncBuffer
+	api string
+}
+
+type syncBuffer struct {
+	mu  chan struct{}
+	buf bytes.Buffer
+}
+
+func newSyncBuffer() *syncBuffer { b := &syncBuffer{mu: make(chan struct{}, 1)}; return b }
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	return b.buf.Write(p)
+}
+func (b *syncBuffer) String() string {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	return b.buf.String()
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// start runs tollgate with args plus an admin API on a free port and waits
+// until /ping answers.
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	api := freePort(t)
+	p := &proc{out: newSyncBuffer(), api: api}
+	p.cmd = exec.Command(itest.Binary(t), append(args, "--api.address="+api)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("tollgate output:\n%s", p.out.String())
+		}
+	})
+	itest.Eventually(t, 10*time.Second, func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("tollgate exited: %s", p.out.String())
+		default:
+		}
+		resp, err := http.Get("http://" + api + "/ping")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, "tollgate did not answer /ping")
+	return p
+}
+
+func (p *proc) rawdata(t *testing.T) map[string]map[string]map[string]any {
+	t.Helper()
+	resp, err := http.Get("http://" + p.api + "/api/rawdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var raw map[string]json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]map[string]any{}
+	for _, k := range []string{"tcpRouters", "tcpServices", "tcpMiddlewares"} {
+		m := map[string]map[string]any{}
+		_ = json.Unmarshal(raw[k], &m)
+		out[k] = m
+	}
+	return out
+}
+
+func (p *proc) status(t *testing.T, kind, name string) string {
+	t.Helper()
+	r, ok := p.rawdata(t)[kind][name]
+	if !ok {
+		return ""
+	}
+	s, _ := r["status"].(string)
+	return s
+}
+
+// echoServer listens on addr (fixed, as the documented examples name it) and echoes.
+func echoServer(t *testing.T, addr string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the documented example needs %s free for its backend: %v", addr, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+}
+
+// hold opens n connections from src and returns those the echo proves forwarded.
+func hold(t *testing.T, n int, src, addr string) []net.Conn {
+	t.Helper()
+	var held []net.Conn
+	for i := 0; i < n; i++ {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			continue
+		}
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		var b [1]byte
+		if _, err := c.Write([]byte{'x'}); err == nil {
+			if _, err := io.ReadFull(c, b[:]); err == nil {
+				_ = c.SetDeadline(time.Time{})
+				held = append(held, c)
+				continue
+			}
+		}
+		c.Close()
+	}
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	return held
+}
+
+const designYAML = "tcp:\n" +
+	"  routers:\n" +
+	"    my-router:\n" +
+	"      rule: \"HostSNI(`*`)\"\n" +
+	"      service: my-service\n" +
+	"      middlewares:\n" +
+	"        - test-inflightconn@file\n" +
+	"  middlewares:\n" +
+	"    test-inflightconn:\n" +
+	"      inFlightConn:\n" +
+	"        amount: 10\n" +
+	"  services:\n" +
+	"    my-service:\n" +
+	"      loadBalancer:\n" +
+	"        servers:\n" +
+	"          - address: \"127.0.0.1:4000\"\n"
+
+// The TOML form: DESIGN §7's middleware block verbatim, plus the same router
+// and service.
+const designTOML = "[tcp.routers.my-router]\n" +
+	"  rule = \"HostSNI(`*`)\"\n" +
+	"  service = \"my-service\"\n" +
+	"  middlewares = [\"test-inflightconn@file\"]\n" +
+	"\n" +
+	"[tcp.middlewares]\n" +
+	"  [tcp.middlewares.test-inflightconn.inFlightConn]\n" +
+	"    amount = 10\n" +
+	"\n" +
+	"[[tcp.services.my-service.loadBalancer.servers]]\n" +
+	"  address = \"127.0.0.1:4000\"\n"
+
+// The YAML and TOML examples users copy work unchanged: 15 held from one IP
+// -> exactly 10 forwarded; another IP gets its own 10; after the first IP
+// closes, it gets 10 again.
+func TestDesignExamples(t *testing.T) {
+	echoServer(t, "127.0.0.1:4000")
+	for _, tc := range []struct{ name, file, content string }{
+		{"yaml", "dynamic.yml", designYAML},
+		{"toml", "dynamic.toml", designTOML},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, tc.file)
+			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ep := freePort(t)
+			p := start(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+path, "--log.level=ERROR")
+			itest.Eventually(t, 5*time.Second, func() bool {
+				return p.status(t, "tcpRouters", "my-router@file") == "enabled"
+			}, "my-router@file not enabled")
+
+			a := hold(t, 15, "127.0.0.2", ep)
+			if len(a) != 10 {
+				t.Fatalf("127.0.0.2: %d of 15 forwarded, want 10", len(a))
+			}
+			b := hold(t, 15, "127.0.0.3", ep)
+			if len(b) != 10 {
+				t.Fatalf("127.0.0.3: %d of 15 forwarded, want 10", len(b))
+			}
+			for _, c := range a {
+				c.Close()
+			}
+			itest.Eventually(t, 5*time.Second, func() bool {
+				mw := p.rawdata(t)["tcpMiddlewares"]["test-inflightconn@file"]
+				live, _ := mw["inFlight"].(map[string]any)
+				return live != nil && live["inFlight"] == float64(10)
+			}, "127.0.0.2's connections were not released")
+			again := hold(t, 15, "127.0.0.2", ep)
+			if len(again) != 10 {
+				t.Fatalf("127.0.0.2 after closing: %d of 15 forwarded, want 10", len(again))
+			}
+		})
+	}
+}
+
+// A file that stops parsing keeps the last good configuration serving and
+// reports the error; fixing it applies at once (fsnotify), and so does SIGHUP.
+func TestFileProviderBadFileKeepsLastGood(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "dyn.yml")
+	be := freeEcho(t)
+	write := func(content string) {
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := func(amount int) string {
+		return fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [m]\n  middlewares:\n    m:\n      inFlightConn:\n        amount: %d\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", amount, be)
+	}
+	write(good(2))
+	ep := freePort(t)
+	p := start(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+path)
+	itest.Eventually(t, 5*time.Second, func() bool { return p.status(t, "tcpRouters", "r@file") == "enabled" }, "r@file not enabled")
+
+	write("tcp:\n  routers:\n    r:\n      rulez: oops\n")
+	itest.Eventually(t, 5*time.Second, func() bool {
+		resp, err := http.Get("http://" + p.api + "/api/providers")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), "rulez") && strings.Contains(string(body), `"error"`)
+	}, "the parse error (naming the key) did not show in /api/providers")
+	if got := len(hold(t, 3, "127.0.0.20", ep)); got != 2 {
+		t.Fatalf("with a broken file: %d of 3 forwarded, want 2 (last good config, amount 2)", got)
+	}
+
+	write(good(3))
+	itest.Eventually(t, 5*time.Second, func() bool {
+		mw := p.rawdata(t)["tcpMiddlewares"]["m@file"]
+		ifc, _ := mw["inFlightConn"].(map[string]any)
+		return ifc != nil && ifc["amount"] == float64(3)
+	}, "the fixed file was not applied")
+	if got := len(hold(t, 3, "127.0.0.21", ep)); got != 3 {
+		t.Fatalf("after the fix: %d of 3 forwarded, want 3", got)
+	}
+}
+
+func freeEcho(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Bad static configuration exits non-zero with one line naming the flag and value.
+func TestStaticConfigErrors(t *testing.T) {
+	busy := freeEcho(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--entryPoints.db.adress=:5432"}, `--entryPoints.db.adress=":5432": unknown option "adress"`},
+		{[]string{"--entryPoints.db.address=:99999"}, `entryPoints.db.address=":99999"`},
+		{[]string{"--entryPoints.db.address=1.2.3:80"}, `entryPoints.db.address="1.2.3:80"`},
+		{[]string{"--entryPoints.db.address=" + busy}, `entry point "db" cannot listen on ` + busy},
+		{[]string{"--entryPoints.db.address=127.0.0.1:0", "--providers.providersThrottleDuration=abc"}, `--providers.providersThrottleDuration="abc"`},
+		{[]string{"--configFile=/nonexistent/tollgate.toml"}, `--configFile="/nonexistent/tollgate.toml"`},
+		{[]string{"--entryPoints.db.address=127.0.0.1:0", "--log.level=LOUD"}, `log.level="LOUD"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := exec.Command(itest.Binary(t), tc.args...)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("exit 0, want non-zero; output %s", out)
+			}
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+				t.Fatalf("output %q, want one line containing %q", out, tc.want)
+			}
+		})
+	}
+}
+
+func TestHelpListsFlags(t *testing.T) {
+	out, err := exec.Command(itest.Binary(t), "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--help: %v\n%s", err, out)
+	}
+	for _, f := range []string{
+		"--entrypoints.<name>.address", "--entrypoints.<name>.proxyprotocol.trustedips",
+		"--entrypoints.<name>.transport.respondingtimeouts.readtimeout",
+		"--entrypoints.<name>.transport.lifecycle.gracetimeout", "--providers.providersthrottleduration",
+		"--providers.file.filename", "--providers.file.directory", "--providers.file.watch",
+		"--api.address", "--metrics.prometheus", "--log.level", "--log.format", "--configfile",
+	} {
+		if !strings.Contains(strings.ToLower(string(out)), f) {
+			t.Errorf("--help does not list %s", f)
+		}
+	}
+}
+
+// Env vars with the TOLLGATE_ prefix and a YAML --configFile configure
+// tollgate like flags do.
+func TestEnvAndConfigFile(t *testing.T) {
+	be := freeEcho(t)
+	dir := t.TempDir()
+	dyn := filepath.Join(dir, "dyn.yml")
+	_ = os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644)
+
+	ep, api := freePort(t), freePort(t)
+	cmd := exec.Command(itest.Binary(t))
+	cmd.Env = append(os.Environ(), "TOLLGATE_ENTRYPOINTS_DB_ADDRESS="+ep, "TOLLGATE_PROVIDERS_FILE_FILENAME="+dyn, "TOLLGATE_API_ADDRESS="+api)
+	runUntilForwarded(t, cmd, ep, api)
+
+	static := filepath.Join(dir, "tollgate.yml")
+	ep, api = freePort(t), freePort(t)
+	_ = os.WriteFile(static, []byte(fmt.Sprintf("entryPoints:\n  db:\n    address: %q\nproviders:\n  file:\n    filename: %q\napi:\n  address: %q\n", ep, dyn, api)), 0o644)
+	runUntilForwarded(t, exec.Command(itest.Binary(t), "--configFile="+static), ep, api)
+}
+
+func runUntilForwarded(t *testing.T, cmd *exec.Cmd, ep, api string) {
+	t.Helper()
+	out := newSyncBuffer()
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(hold(t, 1, "127.0.0.1", ep)) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("never forwarded on %s; output:\n%s", ep, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// SIGTERM stops accepting, drains, and exits 0 within the grace timeout.
+func TestGracefulShutdown(t *testing.T) {
+	be := freeEcho(t)
+	dir := t.TempDir()
+	dyn := filepath.Join(dir, "dyn.yml")
+	_ = os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644)
+	ep, api := freePort(t), freePort(t)
+	cmd := exec.Command(itest.Binary(t), "--entryPoints.db.address="+ep, "--entryPoints.db.transport.lifeCycle.graceTimeOut=300ms", "--providers.file.filename="+dyn, "--api.address="+api)
+	out := newSyncBuffer()
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	itest.Eventually(t, 10*time.Second, func() bool { held = hold(t, 1, "127.0.0.1", ep); return len(held) == 1 }, "never forwarded")
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, out.String())
+		}
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("did not exit within 5 s of SIGTERM\n%s", out.String())
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Fatalf("exited after %s with a connection open: did not drain for the 300ms grace", d)
+	}
+	_ = held[0].SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := held[0].Read(make([]byte, 1)); err == nil {
+		t.Fatal("held connection still open after exit")
+	}
+}
