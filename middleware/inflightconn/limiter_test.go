@@ -216,4 +216,3 @@ func BenchmarkAcquireReleaseOneIP(b *testing.B) {
 		}
 	})
 }
-
