@@ -391,13 +391,13 @@ func runUntilForwarded(t *testing.T, cmd *exec.Cmd, ep, api string) {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(hold(t, 1, "127.0.0.1", ep)) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("never forwarded on %s; output:\n%s", ep, out.String())
+	itest.Eventually(t, 10*time.Second, func() bool {
+		held := hold(t, 1, "127.0.0.1", ep)
+		for _, c := range held {
+			c.Close() // closed now, so SIGTERM does not wait out the drain
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(held) == 1
+	}, "never forwarded on %s", ep)
 }
 
 // SIGTERM stops accepting, drains, and exits 0 within the grace timeout.
