@@ -85,13 +85,11 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 			}
 			return strings.Compare(a.name, b.name)
 		})
-		t := &Table{routes: rs}
-		for _, r := range rs {
-			if r.rule.NeedsTLS() {
-				t.peek = true
-			}
-		}
-		tables[ep] = t
+		tables[ep] = newTable(rs, func(r *route) bool {
+			// c.router refused a rule that reads the hello without TLS and a TLS
+			// section without passthrough: a TLS section here means passthrough.
+			return cfg.Routers[r.name].TLS != nil
+		})
 	}
 	for _, info := range rt.Middlewares {
 		sort.Strings(info.UsedBy)

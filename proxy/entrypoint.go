@@ -195,10 +195,6 @@ func (e *EntryPoint) readProxyHeader(c *tcp.Conn) bool {
 	return true
 }
 
-// peekHello is replaced by the TLS passthrough work; until then an entry
-// point never peeks.
-func (e *EntryPoint) peekHello(c *tcp.Conn) bool { return true }
-
 // Shutdown stops accepting, lets live connections drain for the grace
 // timeout (or until ctx ends), then closes what is left.
 func (e *EntryPoint) Shutdown(ctx context.Context) {

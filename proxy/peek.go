@@ -1,0 +1,200 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/proxy/tcp"
+)
+
+// maxHelloBytes caps what an entry point reads from a client before routing
+// it: the whole ClientHello, however many TLS records and TCP segments it
+// spans. Browsers send 0.5–2.5 KiB (post-quantum key shares included); 32 KiB
+// leaves room for long ALPN and session-ticket extensions while bounding what
+// a hostile client can make the proxy buffer. A hello that needs more is
+// refused (the connection is closed).
+const maxHelloBytes = 32 << 10
+
+// recordTypeHandshake is the first byte of a TLS handshake record: a client
+// whose first byte is anything else is not speaking TLS.
+const recordTypeHandshake = 0x16
+
+var (
+	// errHelloRead is what GetConfigForClient returns to stop crypto/tls once
+	// the ClientHello is parsed: the proxy holds no keys and never answers.
+	errHelloRead = errors.New("ClientHello read")
+	// errHelloTooLarge stops a hello that would exceed maxHelloBytes.
+	errHelloTooLarge = errors.New("ClientHello exceeds the peek limit")
+	// errPeekWrite refuses every write crypto/tls attempts (an alert): the
+	// client must see nothing from the proxy before the backend answers.
+	errPeekWrite = errors.New("peek connection does not write")
+)
+
+// peekHello reads the client's first bytes under the entry point's read
+// timeout. A TLS client's ClientHello is parsed with crypto/tls: its SNI
+// (lower-cased) goes to c.SNI and its ALPN protocols to c.ALPN. A client whose
+// first byte does not start a TLS handshake record is plain TCP: c.SNI stays
+// empty and only non-TLS routes can match it (Table.match). Every byte read,
+// after any already in c.Peeked, is appended to c.Peeked for the load
+// balancer to replay.
+//
+// It returns false, and the connection must be closed, when the client sends
+// nothing before the deadline, closes, or sends a hello that does not parse
+// or exceeds maxHelloBytes: a broken hello never falls through to a
+// catch-all route.
+func (e *EntryPoint) peekHello(c *tcp.Conn) bool {
+	if e.readTimeout > 0 {
+		_ = c.TCP.SetReadDeadline(time.Now().Add(e.readTimeout))
+	}
+	h, err := readHello(c.TCP, c.Peeked, maxHelloBytes)
+	c.Peeked = h.peeked
+	if err != nil {
+		e.log.Debug().Err(err).Str("client_ip", c.Client.Addr().String()).Int("bytes", len(h.peeked)).Msg("TLS ClientHello not read")
+		return false
+	}
+	_ = c.TCP.SetReadDeadline(time.Time{})
+	c.SNI, c.ALPN = h.sni, h.alpn
+	return true
+}
+
+// isTLS reports whether peeked, the client's first bytes, start a TLS
+// handshake record. peekHello has read at least one byte of every connection
+// it accepted, so on a peeking entry point this tells TLS clients (parsed
+// hello) from plain ones.
+func isTLS(peeked []byte) bool { return len(peeked) > 0 && peeked[0] == recordTypeHandshake }
+
+// hello is what readHello learned from a client's first bytes.
+type hello struct {
+	tls    bool     // the first byte starts a TLS handshake record
+	sni    string   // lower-cased server name; empty without SNI or without TLS
+	alpn   []string // offered ALPN protocols, in the client's order
+	peeked []byte   // every byte read, prior bytes first
+}
+
+// readHello reads from src, after the bytes in prior (which it takes over),
+// until it knows whether the client speaks TLS and, if it does, until its
+// ClientHello is parsed. It reads at most max bytes in all, and nothing past
+// what a single read returns once the hello is complete. The returned peeked
+// bytes are all of prior and everything read, even on error.
+func readHello(src io.Reader, prior []byte, max int) (hello, error) {
+	r := helloReader{src: src, buf: prior, max: max}
+	if len(r.buf) == 0 {
+		r.buf = make([]byte, 0, 2048)
+		if err := r.fill(); err != nil {
+			return hello{peeked: r.buf}, err
+		}
+	}
+	if !isTLS(r.buf) {
+		return hello{peeked: r.buf}, nil
+	}
+	h := hello{tls: true}
+	var got *tls.ClientHelloInfo
+	srv := tls.Server(helloConn{&r}, &tls.Config{
+		GetConfigForClient: func(chi *tls.ClientHelloInfo) (*tls.Config, error) {
+			got = chi
+			return nil, errHelloRead
+		},
+	})
+	err := srv.Handshake()
+	h.peeked = r.buf
+	if got == nil {
+		if err == nil { // cannot happen: the config has no certificate
+			err = errors.New("TLS handshake completed without a ClientHello")
+		}
+		return h, err
+	}
+	if !isASCII(got.ServerName) {
+		// RFC 6066 host names are ASCII (IDNs travel as xn-- labels). Refusing
+		// the rest keeps the SNI maps and the rule matcher in agreement.
+		return h, errors.New("ClientHello server name is not ASCII")
+	}
+	h.sni = lowerASCII(got.ServerName)
+	h.alpn = got.SupportedProtos
+	return h, nil
+}
+
+// helloReader hands crypto/tls the bytes already read, then reads more from
+// src into the same buffer, so that everything crypto/tls consumed (and any
+// bytes the client sent right behind the hello) stays available to replay.
+type helloReader struct {
+	src io.Reader
+	buf []byte // every byte read so far
+	off int    // how much of buf crypto/tls has consumed
+	max int
+}
+
+// fill reads once from src into buf's spare capacity, growing it as needed
+// but never past max.
+func (r *helloReader) fill() error {
+	if len(r.buf) >= r.max {
+		return errHelloTooLarge
+	}
+	if cap(r.buf)-len(r.buf) < 512 {
+		n := min(max(2*cap(r.buf), 2048), r.max)
+		grown := make([]byte, len(r.buf), n)
+		copy(grown, r.buf)
+		r.buf = grown
+	}
+	end := min(cap(r.buf), r.max)
+	n, err := r.src.Read(r.buf[len(r.buf):end])
+	r.buf = r.buf[:len(r.buf)+n]
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+func (r *helloReader) Read(p []byte) (int, error) {
+	if r.off == len(r.buf) {
+		if err := r.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, r.buf[r.off:])
+	r.off += n
+	return n, nil
+}
+
+// helloConn is the net.Conn crypto/tls parses the hello from: reads come from
+// a helloReader, writes are refused, deadlines are the caller's business (the
+// entry point set one on the socket).
+type helloConn struct{ r *helloReader }
+
+var _ net.Conn = helloConn{}
+
+var noAddr net.Addr = &net.TCPAddr{}
+
+func (c helloConn) Read(p []byte) (int, error)       { return c.r.Read(p) }
+func (helloConn) Write([]byte) (int, error)          { return 0, errPeekWrite }
+func (helloConn) Close() error                       { return nil }
+func (helloConn) LocalAddr() net.Addr                { return noAddr }
+func (helloConn) RemoteAddr() net.Addr               { return noAddr }
+func (helloConn) SetDeadline(time.Time) error        { return nil }
+func (helloConn) SetReadDeadline(time.Time) error    { return nil }
+func (helloConn) SetWriteDeadline(t time.Time) error { return nil }
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// lowerASCII lower-cases s, allocating only when s has an upper-case letter.
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return strings.ToLower(s)
+		}
+	}
+	return s
+}
