@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +84,7 @@ func echoImage(t *testing.T) string {
 			imageErr = fmt.Errorf("building examples/echo: %v\n%s", err, out)
 			return
 		}
-		df, err := os.ReadFile(filepath.Join(root, "testdata", "docker", "echo", "Dockerfile"))
+		df, err := os.ReadFile(filepath.Join(root, "examples", "echo", "Dockerfile"))
 		if err != nil {
 			imageErr = err
 			return
@@ -116,11 +117,15 @@ func dockerCLI(t testing.TB, args ...string) string {
 }
 
 // runEcho starts a detached echo container named name with labels and extra
-// `docker run` flags, removes it when t ends, and returns its name.
+// `docker run` flags, removes it when t ends, and returns its name. The
+// image's health check is disabled unless extra sets a --health-* flag.
 func runEcho(t testing.TB, name string, labels map[string]string, extra ...string) string {
 	t.Helper()
 	img := echoImage(t.(*testing.T))
 	args := []string{"run", "-d", "--name", name}
+	if !slices.ContainsFunc(extra, func(s string) bool { return strings.HasPrefix(s, "--health") }) {
+		args = append(args, "--no-healthcheck")
+	}
 	for k, v := range labels {
 		args = append(args, "--label", k+"="+v)
 	}

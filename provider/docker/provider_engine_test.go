@@ -346,3 +346,22 @@ func TestEngineOutageThroughRelay(t *testing.T) {
 	})
 	t.Logf("reconverged %v after the relay was restored", time.Since(restored).Round(time.Millisecond))
 }
+
+func TestEngineHealthGatesTheServer(t *testing.T) {
+	needEngine(t)
+	u := uniq()
+	rec := startProvider(t, engineConfig(""))
+	router, service := "h-"+u, "sh-"+u
+	runEcho(t, "tollgate-itest-health-"+u, echoLabels(router, service, "m-"+u),
+		"--health-interval", "300ms", "--health-retries", "1") // the image's exec-form check; scratch has no shell
+	// Another container's start proves the provider has seen the engine after
+	// this one started; until the health check passes, the router is absent.
+	runEcho(t, "tollgate-itest-probe-"+u, echoLabels("p-"+u, "sp-"+u, "m-"+u))
+	m := rec.waitLatest(t, 2*time.Second, "probe container served", func(m provider.Message) bool { return routerOf(m, "p-"+u) != nil })
+	if st := dockerCLI(t, "inspect", "-f", "{{.State.Health.Status}}", "tollgate-itest-health-"+u); st == "starting" && routerOf(m, router) != nil {
+		t.Fatalf("router %s served while its container's health is %q", router, st)
+	}
+	rec.waitLatest(t, 3*time.Second, "healthy container served", func(m provider.Message) bool {
+		return routerOf(m, router) != nil && len(serversOf(m, service)) == 1
+	})
+}

@@ -1,0 +1,16 @@
+# tollgate in an empty image. Nothing is compiled in here: no base image can
+# be pulled on this machine, so the static binary is built on the host first.
+# From the repository root:
+#
+#   CGO_ENABLED=0 go build -o tollgate .
+#   docker build -t tollgate .
+#
+# Run it with the Docker provider (the socket is read-only to tollgate):
+#
+#   docker run -d -v /var/run/docker.sock:/var/run/docker.sock:ro \
+#     -p 5432:5432 -p 127.0.0.1:8080:8080 tollgate \
+#     --entryPoints.db.address=:5432 --providers.docker --api.address=:8080
+FROM scratch
+COPY tollgate /tollgate
+EXPOSE 8080
+ENTRYPOINT ["/tollgate"]
