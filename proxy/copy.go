@@ -4,7 +4,11 @@ import (
 	"io"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
@@ -58,7 +62,63 @@ func (p *pair) copy(dst, src *net.TCPConn) int64 {
 	return n
 }
 
-// copyTCP copies src to dst; io.Copy takes the splice path for TCP to TCP.
+// copyTCP copies src to dst until EOF, splicing in the kernel.
+//
+// io.Copy between two *net.TCPConn splices too, but holds a pipe (two file
+// descriptors) for the whole life of the connection, idle or not. Here the
+// copier parks on the netpoller until src is readable, holding nothing, then
+// splices exactly the bytes queued in the socket through a pooled pipe that
+// goes back to the pool at once. Idle connections cost a parked goroutine and
+// no pipe.
 func copyTCP(dst, src *net.TCPConn) (int64, error) {
-	return io.Copy(dst, src)
+	rc, err := src.SyscallConn()
+	if err != nil {
+		return io.Copy(dst, src)
+	}
+	var (
+		total int64
+		avail int
+		rerr  error
+		lr    = io.LimitedReader{R: src}
+	)
+	wait := func(fd uintptr) bool {
+		avail, rerr = readable(int(fd))
+		return rerr != syscall.EAGAIN
+	}
+	for {
+		if err := rc.Read(wait); err != nil {
+			return total, err
+		}
+		if rerr != nil {
+			return total, rerr
+		}
+		if avail == 0 {
+			return total, nil // EOF
+		}
+		lr.N = int64(avail)
+		n, err := dst.ReadFrom(&lr)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// readable reports how many bytes are queued on a non-blocking socket: 0 at
+// EOF, syscall.EAGAIN when there is nothing yet.
+func readable(fd int) (int, error) {
+	var b [1]byte
+	n, _, errno := syscall.Syscall6(syscall.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1,
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	q, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+	if err != nil || q < 1 {
+		return 1, nil //nolint:nilerr // at least the peeked byte is there
+	}
+	return q, nil
 }

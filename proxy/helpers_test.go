@@ -48,7 +48,9 @@ func startBackend(t testing.TB, banner string) *backend {
 				if b.banner != "" {
 					_, _ = io.WriteString(c, b.banner)
 				}
-				_, _ = io.Copy(c, c)
+				// Plain read/write echo: io.Copy(c, c) would splice and hold a
+				// pipe per connection, which TestIdleConnectionsHoldNoPipe counts.
+				_, _ = io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
 			}()
 		}
 	}()
