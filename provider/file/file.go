@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/rs/zerolog"
@@ -89,12 +90,39 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 			if !p.relevant(ev.Name) {
 				continue
 			}
+			// Writers that truncate and rewrite in place produce a burst of
+			// events and a moment of empty or partial file: read once the
+			// burst has been quiet for settleTime.
+			if !settle(ctx, events, p.relevant) {
+				return nil
+			}
 		case err := <-errs:
 			p.log.Error().Err(err).Msg("watching files")
 			continue
 		}
 		if !send() {
 			return nil
+		}
+	}
+}
+
+// settleTime is how long the file events must be quiet before a reload.
+const settleTime = 15 * time.Millisecond
+
+// settle waits until no relevant event arrived for settleTime; false when ctx ended.
+func settle(ctx context.Context, events <-chan fsnotify.Event, relevant func(string) bool) bool {
+	t := time.NewTimer(settleTime)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case ev := <-events:
+			if relevant(ev.Name) {
+				t.Reset(settleTime)
+			}
 		}
 	}
 }

@@ -1,0 +1,130 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/config"
+)
+
+func TestMergeQualifiesAndResolves(t *testing.T) {
+	fileCfg := &config.Dynamic{TCP: &config.TCPConfiguration{
+		Routers:     map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "s", Middlewares: []string{"m", "other@docker"}}},
+		Services:    map[string]*config.TCPService{"s": {LoadBalancer: &config.TCPServersLoadBalancer{}}, "w": {Weighted: &config.TCPWeightedRoundRobin{Services: []config.TCPWRRService{{Name: "s"}, {Name: "x@docker"}}}}},
+		Middlewares: map[string]*config.TCPMiddleware{"m": {InFlightConn: &config.TCPInFlightConn{Amount: 1}}},
+	}}
+	dockerCfg := &config.Dynamic{TCP: &config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "s", Middlewares: []string{"m@file"}}},
+	}}
+	snapshot := func(d *config.Dynamic) *config.Dynamic {
+		cp := *d.TCP.Routers["r"]
+		return &config.Dynamic{TCP: &config.TCPConfiguration{Routers: map[string]*config.TCPRouter{"r": &cp}}}
+	}
+	fileBefore := snapshot(fileCfg)
+	out := Merge(map[string]*config.Dynamic{"file": fileCfg, "docker": dockerCfg})
+
+	if r := out.Routers["r@file"]; r.Service != "s@file" || !reflect.DeepEqual(r.Middlewares, []string{"m@file", "other@docker"}) {
+		t.Fatalf("file router %+v", r)
+	}
+	if r := out.Routers["r@docker"]; r.Service != "s@docker" || !reflect.DeepEqual(r.Middlewares, []string{"m@file"}) {
+		t.Fatalf("docker router %+v", r)
+	}
+	if w := out.Services["w@file"].Weighted.Services; w[0].Name != "s@file" || w[1].Name != "x@docker" {
+		t.Fatalf("weighted members %+v", w)
+	}
+	if _, ok := out.Middlewares["m@file"]; !ok {
+		t.Fatal("middleware not qualified")
+	}
+	if !reflect.DeepEqual(snapshot(fileCfg), fileBefore) || fileCfg.TCP.Services["w"].Weighted.Services[0].Name != "s" {
+		t.Fatal("Merge modified a provider's configuration")
+	}
+}
+
+type applyRecorder struct {
+	mu    sync.Mutex
+	calls []*config.TCPConfiguration
+	at    []time.Time
+}
+
+func (a *applyRecorder) apply(c *config.TCPConfiguration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, c)
+	a.at = append(a.at, time.Now())
+}
+
+func (a *applyRecorder) n() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.calls)
+}
+
+func (a *applyRecorder) last() *config.TCPConfiguration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.calls[len(a.calls)-1]
+}
+
+func waitN(t *testing.T, rec *applyRecorder, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for rec.n() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited for %d applies, got %d", n, rec.n())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func amountCfg(n int64) *config.Dynamic {
+	return &config.Dynamic{TCP: &config.TCPConfiguration{Middlewares: map[string]*config.TCPMiddleware{"m": {InFlightConn: &config.TCPInFlightConn{Amount: n}}}}}
+}
+
+func TestWatcherThrottleLatestWinsAndDedupe(t *testing.T) {
+	rec := &applyRecorder{}
+	w := &Watcher{Throttle: 200 * time.Millisecond, Apply: rec.apply, Log: zerolog.Nop()}
+	in := make(chan Message)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx, in)
+
+	start := time.Now()
+	in <- Message{ProviderName: "file", Configuration: amountCfg(1)}
+	waitN(t, rec, 1) // the first change applies at once
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Fatalf("first apply took %s: an isolated change must not wait for the throttle", d)
+	}
+	// A burst inside the throttle window: only the latest applies, once.
+	for i := int64(2); i <= 5; i++ {
+		in <- Message{ProviderName: "file", Configuration: amountCfg(i)}
+	}
+	waitN(t, rec, 2)
+	if got := rec.last().Middlewares["m@file"].InFlightConn.Amount; got != 5 {
+		t.Fatalf("applied amount %d, want the latest (5)", got)
+	}
+	if gap := rec.at[1].Sub(rec.at[0]); gap < 190*time.Millisecond {
+		t.Fatalf("second apply %s after the first, want >= throttle", gap)
+	}
+	// An identical snapshot is not applied again; an error keeps the config.
+	in <- Message{ProviderName: "file", Configuration: amountCfg(5)}
+	in <- Message{ProviderName: "file", Err: errors.New("socket gone")}
+	in <- Message{ProviderName: "docker", Configuration: amountCfg(7)}
+	waitN(t, rec, 3)
+	last := rec.last()
+	if last.Middlewares["m@file"].InFlightConn.Amount != 5 || last.Middlewares["m@docker"].InFlightConn.Amount != 7 {
+		t.Fatalf("merged %+v", last.Middlewares)
+	}
+	if rec.n() != 3 {
+		t.Fatalf("%d applies, want 3 (duplicate skipped)", rec.n())
+	}
+	st := w.Statuses()
+	if len(st) != 2 || st[1].Name != "file" || st[1].State != "error" || st[1].LastError != "socket gone" {
+		t.Fatalf("statuses %+v", st)
+	}
+}
