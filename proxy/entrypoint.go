@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -161,38 +162,58 @@ func (e *EntryPoint) serve(conn *net.TCPConn) {
 	r.handler.ServeTCP(c)
 }
 
-// readProxyHeader reads a PROXY protocol header from a trusted sender under
-// the read deadline; from an untrusted sender it reads nothing and the socket
-// peer stays the client. Bytes read past the header go to c.Peeked.
+// readProxyHeader reads the PROXY protocol header a client sends first, under
+// the read deadline. From a trusted sender (any sender with insecure) the
+// header's source and destination become c.Client and c.Local, so that
+// inFlightConn, ipAllowList and ClientIP key on the real client. From anyone
+// else the header is read and dropped and the socket peer stays the client, as
+// with Traefik's IGNORE policy: an untrusted header never reaches a backend.
+// Bytes read past the header go to c.Peeked. A client that sends nothing
+// before the deadline is served as one without a header (in some protocols the
+// server speaks first); a malformed or unfinished header closes it.
 func (e *EntryPoint) readProxyHeader(c *tcp.Conn) bool {
-	if !e.ppInsecure && !prefixesContain(e.trusted, c.Client.Addr()) {
-		return true
-	}
 	if e.readTimeout > 0 {
 		_ = c.TCP.SetReadDeadline(time.Now().Add(e.readTimeout))
 	}
-	br := bufio.NewReaderSize(c.TCP, 512)
-	h, err := proxyproto.Read(br)
+	trusted := e.ppInsecure || prefixesContain(e.trusted, c.Client.Addr())
+	err := parseProxyHeader(c.TCP, c, trusted)
 	_ = c.TCP.SetReadDeadline(time.Time{})
-	switch {
-	case errors.Is(err, proxyproto.ErrNoProxyProtocol):
-		// A trusted sender may still connect without a header: keep the peer.
-	case err != nil:
-		e.log.Debug().Err(err).Str("client_ip", c.Client.Addr().String()).Msg("bad PROXY protocol header")
+	if err != nil {
+		e.log.Debug().Err(err).Str("client_ip", c.Client.Addr().String()).Bool("trusted", trusted).Msg("bad PROXY protocol header")
 		return false
-	default:
-		if src, ok := h.SourceAddr.(*net.TCPAddr); ok {
-			c.Client = unmapAP(src.AddrPort())
-		}
-		if dst, ok := h.DestinationAddr.(*net.TCPAddr); ok {
-			c.Local = unmapAP(dst.AddrPort())
-		}
 	}
+	return true
+}
+
+// parseProxyHeader reads an optional PROXY header (v1 or v2) from src, applies
+// it to c when trusted, and appends the bytes read past it to c.Peeked.
+func parseProxyHeader(src io.Reader, c *tcp.Conn, trusted bool) error {
+	br := bufio.NewReaderSize(src, 512)
+	h, err := proxyproto.Read(br)
 	if n := br.Buffered(); n > 0 {
 		b, _ := br.Peek(n)
 		c.Peeked = append(c.Peeked, b...)
 	}
-	return true
+	var ne net.Error
+	switch {
+	case err == nil:
+	case errors.Is(err, proxyproto.ErrNoProxyProtocol):
+		return nil // a client without a header: its first bytes are in c.Peeked
+	case errors.As(err, &ne) && ne.Timeout() && len(c.Peeked) == 0:
+		return nil // silent until the deadline: no header
+	default:
+		return err
+	}
+	if !trusted || h.Command.IsLocal() {
+		return nil // LOCAL: the sender's own connection (a health check)
+	}
+	from, ok := h.SourceAddr.(*net.TCPAddr)
+	to, ok2 := h.DestinationAddr.(*net.TCPAddr)
+	if ok && ok2 { // TCP over IPv4 or IPv6; UDP and UNIX keep the peer
+		c.Client = unmapAP(from.AddrPort())
+		c.Local = unmapAP(to.AddrPort())
+	}
+	return nil
 }
 
 // Shutdown stops accepting, lets live connections drain for the grace
