@@ -146,7 +146,7 @@ func run(cmd *config.Command) error {
 		}
 		apiSrv = &http.Server{
 			Handler:           api.Handler(api.Sources{Server: srv, Watcher: watcher, Metrics: metrics}),
-			ReadHeaderTimeout: 5 * time.Second,
+			ReadHeaderTimeout: 30 * time.Second, // loopback admin port; long enough for the quickstart's nc demo
 		}
 		go func() {
 			if err := apiSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
