@@ -91,6 +91,8 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 			return cfg.Routers[r.name].TLS != nil
 		})
 	}
+	// Health checkers of services this configuration no longer has stop.
+	st.health.sweep()
 	for _, info := range rt.Middlewares {
 		sort.Strings(info.UsedBy)
 	}
@@ -211,10 +213,30 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 	if lb.ProxyProtocol != nil {
 		h.ppVer = byte(lb.ProxyProtocol.Version)
 	}
+	var ups []*atomic.Bool // health of each server; nil without a health check
+	if lb.HealthCheck != nil {
+		spec, err := newHealthSpec(lb.HealthCheck)
+		addrs := make([]string, len(lb.Servers))
+		for i, s := range lb.Servers {
+			addrs[i] = s.Address
+			if _, terr := spec.target(s.Address); err == nil && terr != nil {
+				err = terr
+			}
+		}
+		if err != nil {
+			info.addError(err.Error())
+			return nil
+		}
+		ups = c.st.health.acquire(name, spec, addrs, h.log)
+	}
 	info.ServerStatus = map[string]string{}
-	for _, s := range lb.Servers {
-		h.servers = append(h.servers, server{address: s.Address})
-		info.ServerStatus[s.Address] = "UP"
+	for i, s := range lb.Servers {
+		srv := server{address: s.Address}
+		if ups != nil {
+			srv.up = ups[i]
+		}
+		h.servers = append(h.servers, srv)
+		info.ServerStatus[s.Address] = upDown(srv.up) // as of this reload; State.ServerStatus is live
 	}
 	if len(h.servers) == 0 {
 		info.Err = append(info.Err, "service has no servers: its connections are closed")

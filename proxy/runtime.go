@@ -80,6 +80,8 @@ func (mi *MiddlewareInfo) addError(msg string) {
 type State struct {
 	Limiters inflightconn.Registry
 
+	health healthRegistry // load balancers' health checkers, by service (health.go)
+
 	mu       sync.Mutex
 	allow    map[string]*ipallowlist.Counters
 	services map[string]*ServiceCounters
