@@ -468,3 +468,39 @@ func TestTLSBrokenHelloNeverReachesCatchAll(t *testing.T) {
 		}
 	}
 }
+
+// HostSNIRegexp and ALPN route TLS clients too; they are tried in priority
+// order alongside the SNI maps.
+func TestTLSRegexpAndALPN(t *testing.T) {
+	a := startTLSBackend(t, "A", "a.test")
+	b := startTLSBackend(t, "B", "b.test")
+	s := newTestServer(t, "tls")
+	apply(s, "file", &config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"regexp": passthrough("HostSNIRegexp(`^r[0-9]+\\.test$`)", "b"),
+			"alpn":   passthrough("ALPN(`imap`)", "a"),
+			"exact":  passthrough("HostSNI(`r1.test`)", "a"),
+		},
+		Services: map[string]*config.TCPService{"a": lbConfig(a.addr()), "b": lbConfig(b.addr())},
+	})
+	skip := func(protos ...string) func(*tls.Config) {
+		return func(c *tls.Config) { c.InsecureSkipVerify = true; c.NextProtos = protos }
+	}
+	addr := s.addr("tls")
+	for _, tc := range []struct {
+		sni   string
+		alpn  []string
+		want  string
+		about string
+	}{
+		{"r7.test", nil, "B", "regexp"},
+		{"R7.TEST", nil, "B", "regexp on the lower-cased name"},
+		{"r1.test", nil, "B", "the longer regexp rule outranks HostSNI(`r1.test`) by Traefik's rule-length default"},
+		{"other.test", []string{"h2", "imap"}, "A", "ALPN"},
+		{"other.test", []string{"h2"}, "closed", "no route"},
+	} {
+		if got := tlsGreeting(t, addr, tc.sni, nil, skip(tc.alpn...), nil); got != tc.want {
+			t.Errorf("%s (sni %q, alpn %q): reached %q, want %q", tc.about, tc.sni, tc.alpn, got, tc.want)
+		}
+	}
+}
