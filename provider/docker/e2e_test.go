@@ -1,0 +1,434 @@
+package docker
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/itest"
+)
+
+// End-to-end tests: the tollgate binary with the Docker provider in front of
+// echo containers on the real engine. Each test's tollgate only sees its own
+// containers, through a constraints expression on a per-test label.
+
+const testLabel = "tollgate.itest"
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// gate is a running tollgate.
+type gate struct {
+	ep  string // the "db" entry point
+	api string
+	out *lockedBuffer
+	id  string // value of testLabel on this test's containers
+}
+
+func startGate(t *testing.T, extra ...string) *gate {
+	t.Helper()
+	g := &gate{
+		ep:  fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		api: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		out: &lockedBuffer{},
+		id:  uniq(),
+	}
+	args := append([]string{
+		"--entryPoints.db.address=" + g.ep,
+		"--providers.docker",
+		"--providers.docker.constraints=Label(`" + testLabel + "`, `" + g.id + "`)",
+		"--api.address=" + g.api,
+		"--log.level=DEBUG",
+	}, extra...)
+	cmd := exec.Command(itest.Binary(t), args...)
+	cmd.Stdout, cmd.Stderr = g.out, g.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("tollgate output:\n%s", g.out.String())
+		}
+	})
+	itest.Eventually(t, 10*time.Second, func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("tollgate exited:\n%s", g.out.String())
+		default:
+		}
+		resp, err := http.Get("http://" + g.api + "/ping")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, "tollgate did not answer /ping")
+	return g
+}
+
+// labels returns the labels of DESIGN.md §7 with a router and a service port,
+// plus the test label. amount <= 0 leaves the middleware out.
+func (g *gate) labels(router, service, mw string, amount int) map[string]string {
+	l := map[string]string{
+		testLabel: g.id,
+		"traefik.tcp.routers." + router + ".rule":                       "HostSNI(`*`)",
+		"traefik.tcp.routers." + router + ".entrypoints":                "db",
+		"traefik.tcp.routers." + router + ".service":                    service,
+		"traefik.tcp.services." + service + ".loadbalancer.server.port": "7000",
+	}
+	if amount > 0 {
+		l["traefik.tcp.routers."+router+".middlewares"] = mw
+		l["traefik.tcp.middlewares."+mw+".inflightconn.amount"] = fmt.Sprint(amount)
+	}
+	return l
+}
+
+// dial connects from src (empty: any) to addr and reads the banner. An empty
+// banner means the connection was closed without one: rejected or unrouted
+// (tollgate rejects with a reset, which can already fail the connect; c is
+// then a closed placeholder).
+func dial(t *testing.T, src, addr string) (net.Conn, string) {
+	t.Helper()
+	d := net.Dialer{Timeout: 2 * time.Second}
+	if src != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+	}
+	c, err := d.Dial("tcp", addr)
+	if errors.Is(err, syscall.ECONNRESET) {
+		a, b := net.Pipe()
+		b.Close()
+		return a, ""
+	}
+	if err != nil {
+		t.Fatalf("dial %s from %s: %v", addr, src, err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	_ = c.SetReadDeadline(time.Time{})
+	return c, strings.TrimSpace(line)
+}
+
+// banner returns what one fresh connection reads first ("" when refused).
+func banner(t *testing.T, addr string) string {
+	t.Helper()
+	c, b := dial(t, "", addr)
+	c.Close()
+	return b
+}
+
+// alive reports whether c still echoes.
+func alive(c net.Conn) bool {
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && line == "ping\n"
+}
+
+func closeAll(cs []net.Conn) {
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// holdN opens n connections from src and requires each to get want.
+func holdN(t *testing.T, n int, src, addr, want string) []net.Conn {
+	t.Helper()
+	var cs []net.Conn
+	for i := range n {
+		c, b := dial(t, src, addr)
+		cs = append(cs, c)
+		if b != want {
+			closeAll(cs)
+			t.Fatalf("connection %d from %s: banner %q, want %q", i+1, src, b, want)
+		}
+	}
+	return cs
+}
+
+func (g *gate) rawdata(t *testing.T) map[string]any {
+	t.Helper()
+	resp, err := http.Get("http://" + g.api + "/api/rawdata")
+	if err != nil {
+		t.Fatalf("rawdata: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("rawdata: %v: %s", err, b)
+	}
+	return m
+}
+
+func TestE2EForwardLimitStopStart(t *testing.T) {
+	needEngine(t)
+	g := startGate(t)
+	name := "tollgate-e2e-" + g.id
+	echoImage(t)
+	started := time.Now()
+	runEcho(t, name, g.labels("db", "db", "test-inflightconn", 10), "-e", "BANNER=db-1")
+	itest.Eventually(t, 2*time.Second, func() bool { return banner(t, g.ep) == "db-1" }, "route to %s not live", name)
+	t.Logf("route live %v after docker run returned", time.Since(started).Round(time.Millisecond))
+
+	// amount 10 per source IP, exactly.
+	held := holdN(t, 10, "127.0.0.1", g.ep, "db-1")
+	defer func() { closeAll(held) }()
+	if c, b := dial(t, "127.0.0.1", g.ep); b != "" {
+		c.Close()
+		t.Fatalf("11th connection from 127.0.0.1 got banner %q, want it rejected", b)
+	} else {
+		c.Close()
+	}
+	other := holdN(t, 1, "127.0.0.2", g.ep, "db-1")
+	closeAll(other)
+	held[0].Close()
+	held = held[1:]
+	itest.Eventually(t, 2*time.Second, func() bool {
+		c, b := dial(t, "127.0.0.1", g.ep)
+		if b == "db-1" {
+			held = append(held, c)
+			return true
+		}
+		c.Close()
+		return false
+	}, "no new connection from 127.0.0.1 after one of 10 closed")
+	if !strings.Contains(g.out.String(), "max number of connections reached for 127.0.0.1") {
+		t.Errorf("log lacks the rejection line for 127.0.0.1")
+	}
+	closeAll(held)
+	held = nil
+
+	dockerCLI(t, "stop", "-t", "2", name)
+	stopped := time.Now()
+	itest.Eventually(t, 2*time.Second, func() bool { return banner(t, g.ep) == "" }, "route still live after docker stop")
+	t.Logf("route gone %v after docker stop returned", time.Since(stopped).Round(time.Millisecond))
+
+	dockerCLI(t, "start", name)
+	itest.Eventually(t, 2*time.Second, func() bool { return banner(t, g.ep) == "db-1" }, "route not restored after docker start")
+}
+
+func TestE2EAmountChangeKeepsHeldCounts(t *testing.T) {
+	needEngine(t)
+	g := startGate(t)
+	// The backend and the middleware live in separate containers, so that
+	// recreating the middleware's container does not kill the backend that
+	// the held connections are attached to.
+	backend := g.labels("db", "db", "", 0)
+	backend["traefik.tcp.routers.db.middlewares"] = "limit"
+	runEcho(t, "tollgate-e2e-backend-"+g.id, backend, "-e", "BANNER=backend")
+	mwLabels := func(amount int) map[string]string {
+		return map[string]string{
+			testLabel: g.id,
+			"traefik.tcp.middlewares.limit.inflightconn.amount": fmt.Sprint(amount),
+		}
+	}
+	mw1 := runEcho(t, "tollgate-e2e-limit3-"+g.id, mwLabels(3))
+	itest.Eventually(t, 2*time.Second, func() bool { return banner(t, g.ep) == "backend" }, "route not live")
+
+	held := holdN(t, 3, "127.0.0.1", g.ep, "backend")
+	defer func() { closeAll(held) }()
+	if b := banner(t, g.ep); b != "" {
+		t.Fatalf("4th connection with amount 3 got %q, want rejected", b)
+	}
+
+	// Recreate the middleware's container with amount 5.
+	dockerCLI(t, "rm", "-f", mw1)
+	runEcho(t, "tollgate-e2e-limit5-"+g.id, mwLabels(5))
+	itest.Eventually(t, 2*time.Second, func() bool {
+		m := g.rawdata(t)
+		mws, _ := m["tcpMiddlewares"].(map[string]any)
+		l, _ := mws["limit@docker"].(map[string]any)
+		ifc, _ := l["inFlightConn"].(map[string]any)
+		return ifc != nil && ifc["amount"] == float64(5)
+	}, "amount 5 not applied")
+	for i, c := range held {
+		if !alive(c) {
+			t.Fatalf("held connection %d was cut by the amount change", i+1)
+		}
+	}
+	// The 3 held connections still count: 2 more pass, the 6th is rejected.
+	more := holdN(t, 2, "127.0.0.1", g.ep, "backend")
+	held = append(held, more...)
+	if b := banner(t, g.ep); b != "" {
+		t.Fatalf("6th connection with amount 5 and 5 held got %q, want rejected (held counts were reset)", b)
+	}
+}
+
+func TestE2ETwoReplicasAreLoadBalanced(t *testing.T) {
+	needEngine(t)
+	g := startGate(t)
+	l := g.labels("db", "db", "", 0)
+	runEcho(t, "tollgate-e2e-r1-"+g.id, l, "-e", "BANNER=replica-1")
+	runEcho(t, "tollgate-e2e-r2-"+g.id, l, "-e", "BANNER=replica-2")
+	itest.Eventually(t, 2*time.Second, func() bool {
+		m := g.rawdata(t)
+		svcs, _ := m["tcpServices"].(map[string]any)
+		s, _ := svcs["db@docker"].(map[string]any)
+		lb, _ := s["loadBalancer"].(map[string]any)
+		servers, _ := lb["servers"].([]any)
+		return len(servers) == 2
+	}, "service db@docker does not have two servers")
+	seen := map[string]int{}
+	for range 10 {
+		seen[banner(t, g.ep)]++
+	}
+	if seen["replica-1"] < 3 || seen["replica-2"] < 3 {
+		t.Fatalf("banners over 10 connections = %v, want both replicas used", seen)
+	}
+}
+
+func TestE2EBadLabelIsReported(t *testing.T) {
+	needEngine(t)
+	g := startGate(t)
+	runEcho(t, "tollgate-e2e-good-"+g.id, g.labels("db", "db", "", 0), "-e", "BANNER=good")
+	bad := g.labels("other", "other", "lim", 0)
+	bad["traefik.tcp.routers.other.middlewares"] = "lim"
+	bad["traefik.tcp.middlewares.lim.inflightconn.amount"] = "abc"
+	badName := runEcho(t, "tollgate-e2e-bad-"+g.id, bad)
+	key := "traefik.tcp.middlewares.lim.inflightconn.amount"
+	itest.Eventually(t, 2*time.Second, func() bool {
+		b, _ := json.Marshal(g.rawdata(t)["providers"])
+		s := string(b)
+		return strings.Contains(s, badName) && strings.Contains(s, key)
+	}, "/api/rawdata providers do not name container %s and label %s: %v", badName, key, g.rawdata(t)["providers"])
+	if out := g.out.String(); !strings.Contains(out, badName) || !strings.Contains(out, key) {
+		t.Errorf("log does not name container %s and label %s", badName, key)
+	}
+	if b := banner(t, g.ep); b != "good" {
+		t.Fatalf("the good container is not served next to the bad one: banner %q", b)
+	}
+	routers, _ := g.rawdata(t)["tcpRouters"].(map[string]any)
+	if _, ok := routers["other@docker"]; ok {
+		t.Fatalf("router of the container with a bad label is in the configuration")
+	}
+}
+
+// routed reports whether the applied configuration (/api/rawdata) has
+// router db@docker enabled with the server addr.
+func (g *gate) routed(t *testing.T, addr string) bool {
+	m := g.rawdata(t)
+	routers, _ := m["tcpRouters"].(map[string]any)
+	r, _ := routers["db@docker"].(map[string]any)
+	if r == nil || r["status"] != "enabled" {
+		return false
+	}
+	svcs, _ := m["tcpServices"].(map[string]any)
+	b, _ := json.Marshal(svcs["db@docker"])
+	return addr == "" || strings.Contains(string(b), `"`+addr+`"`)
+}
+
+// TestE2EPropagationLatency measures, through the binary, the time from
+// `docker run` / `docker stop` returning to the route being live / gone in
+// the applied configuration (polled on /api/rawdata), for isolated changes
+// (nothing else changed in the second before) and back-to-back ones (each
+// change issued as soon as the previous one was applied). It also reports
+// run -> first forwarded connection (the backend's banner through the
+// entry point), which adds the proxy's first dial to a fresh container.
+func TestE2EPropagationLatency(t *testing.T) {
+	needEngine(t)
+	if testing.Short() {
+		t.Skip("latency measurement: slow")
+	}
+	g := startGate(t)
+	const rounds = 10
+	echoImage(t)
+	measure := func(what string, cond func() bool) time.Duration {
+		start := time.Now()
+		itest.Eventually(t, 3*time.Second, cond, "%s did not propagate", what)
+		return time.Since(start)
+	}
+	// Between rounds the router is absent, so its presence means this
+	// round's container.
+	routed := func() bool { return g.routed(t, "") }
+	var isoLive, isoGone, b2bLive, b2bGone, forward []time.Duration
+	round := func(i int, isolated bool) {
+		name := fmt.Sprintf("tollgate-e2e-lat-%s-%d-%v", g.id, i, isolated)
+		want := fmt.Sprintf("lat-%d-%v", i, isolated)
+		if isolated {
+			time.Sleep(1100 * time.Millisecond) // nothing changed within the last second
+		}
+		runEcho(t, name, g.labels("db", "db", "", 0), "-e", "BANNER="+want)
+		start := time.Now()
+		live := measure("run", routed)
+		if isolated {
+			itest.Eventually(t, 3*time.Second, func() bool { return banner(t, g.ep) == want }, "%s not forwarded", name)
+			forward = append(forward, time.Since(start))
+			time.Sleep(1100 * time.Millisecond)
+		}
+		dockerCLI(t, "stop", "-t", "1", name)
+		gone := measure("stop", func() bool { return !routed() })
+		if isolated {
+			isoLive, isoGone = append(isoLive, live), append(isoGone, gone)
+		} else {
+			b2bLive, b2bGone = append(b2bLive, live), append(b2bGone, gone)
+		}
+		dockerCLI(t, "rm", "-f", name)
+	}
+	for i := range rounds {
+		round(i, true)
+	}
+	for i := range rounds {
+		round(i, false)
+	}
+	report := func(what string, ds []time.Duration) time.Duration {
+		s := slices.Clone(ds)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		p50, p95 := s[len(s)/2], s[(len(s)*95+99)/100-1]
+		t.Logf("%-34s p50 %6.1f ms  p95 %6.1f ms  max %6.1f ms  (n=%d)", what, ms(p50), ms(p95), ms(s[len(s)-1]), len(s))
+		return p50
+	}
+	iso := report("isolated, run -> routed", isoLive)
+	iso2 := report("isolated, stop -> unrouted", isoGone)
+	b2b := report("back-to-back, run -> routed", b2bLive)
+	b2b2 := report("back-to-back, stop -> unrouted", b2bGone)
+	report("isolated, both", append(slices.Clone(isoLive), isoGone...))
+	report("back-to-back, both", append(slices.Clone(b2bLive), b2bGone...))
+	report("isolated, run -> first forwarded", forward)
+	if max(iso, iso2) > 50*time.Millisecond {
+		t.Errorf("isolated p50 %v / %v, want <= 50ms (issue 3)", iso, iso2)
+	}
+	if max(b2b, b2b2) > 100*time.Millisecond {
+		t.Errorf("back-to-back p50 %v / %v, want <= 100ms (issue 3)", b2b, b2b2)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
