@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,4 +167,32 @@ func TestRunReportsOutageAndResyncs(t *testing.T) {
 	// The same snapshot as before the outage is sent again: the watcher must
 	// learn that the provider is back.
 	rec.waitLatest(t, 2*time.Second, "resynced", func(m provider.Message) bool { return m.Err == nil && routerOf(m, "r") != nil })
+}
+
+func TestNewEndpoint(t *testing.T) {
+	tests := []struct {
+		name, cfg, env, want string
+	}{
+		{"default socket", "", "", DefaultEndpoint},
+		{"DOCKER_HOST when no endpoint is configured", "", "unix:///tmp/other.sock", "unix:///tmp/other.sock"},
+		{"configured endpoint wins over DOCKER_HOST", "tcp://127.0.0.1:2375", "unix:///tmp/other.sock", "tcp://127.0.0.1:2375"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("DOCKER_HOST", tt.env)
+			p, err := New(&config.DockerProvider{Endpoint: tt.cfg}, zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.endpoint != tt.want {
+				t.Fatalf("endpoint = %q, want %q", p.endpoint, tt.want)
+			}
+			if p.Name() != "docker" {
+				t.Fatalf("Name() = %q", p.Name())
+			}
+		})
+	}
+	if _, err := New(&config.DockerProvider{Endpoint: "no-scheme-here"}, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "providers.docker.endpoint") {
+		t.Fatalf("New with a malformed endpoint: %v, want an error naming providers.docker.endpoint", err)
+	}
 }
