@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"net"
 	"net/netip"
 	"sync"
@@ -92,9 +91,7 @@ func (lb *loadBalancer) dial(c *tcp.Conn) *net.TCPConn {
 			}
 		}
 		addr := lb.servers[idx].address
-		ctx, cancel := context.WithTimeout(context.Background(), DialTimeout)
-		conn, err := lb.dialer.DialContext(ctx, "tcp", addr)
-		cancel()
+		conn, err := lb.dialer.Dial("tcp", addr) // dialer.Timeout bounds it
 		if err == nil {
 			return conn.(*net.TCPConn)
 		}
