@@ -49,6 +49,9 @@ type buildOptions struct {
 	// Match is the constraints expression over an instance's tags; nil keeps
 	// every instance.
 	Match func(tags []string) bool
+	// Cache, when set, carries decoded tags from one build to the next; it
+	// changes how fast build is, never what it returns.
+	Cache *decodeCache
 }
 
 // source is one kept instance's own configuration, before merging.
@@ -60,8 +63,9 @@ type source struct {
 // build turns instances into the provider's configuration (bare names) and
 // the list of problems: inputs it skipped, each naming the Consul service, the
 // instance and, for tag errors, the tag. It is pure: it reads instances and
-// opts and modifies neither. The result is the same for the same input,
-// whatever the order of instances.
+// opts and modifies neither (opts.Cache only remembers decoded tags). The
+// result is the same for the same input, whatever the order of instances, and
+// shares no memory with earlier results.
 //
 // Per instance, in order: <prefix>.enable (else opts.ExposedByDefault), the
 // constraints, the tags decoded by labels.Decode, one server per TCP service
@@ -95,12 +99,18 @@ func build(instances []Instance, opts buildOptions) (*config.Dynamic, []string) 
 		healthy[strings.ToLower(s)] = true
 	}
 
+	cache := opts.Cache
+	if cache == nil {
+		cache = &decodeCache{}
+	}
+	defer cache.rotate()
+
 	var (
 		sources  []source
 		problems []string
 	)
 	for _, inst := range sorted {
-		src, err := buildInstance(inst, opts)
+		src, err := buildInstance(inst, opts, cache)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", describe(inst), err))
 			continue
@@ -127,21 +137,19 @@ func describe(inst *Instance) string {
 // buildInstance decodes one instance's tags. A nil src.tcp with a nil error
 // means the instance is not exposed (disabled, filtered by the constraints, or
 // without TCP tags).
-func buildInstance(inst *Instance, opts buildOptions) (source, error) {
+func buildInstance(inst *Instance, opts buildOptions, cache *decodeCache) (source, error) {
 	src := source{desc: describe(inst)}
 	prefix := opts.Prefix
 	if prefix == "" {
 		prefix = labels.Root
 	}
-	lbls := labels.TagsToLabels(inst.Tags, prefix)
-
-	knobs, err := decodeKnobs(lbls, prefix)
-	if err != nil {
-		return src, err
+	d := cache.decode(inst.Tags, prefix)
+	if d.err != nil {
+		return src, d.err
 	}
 	enabled := opts.ExposedByDefault
-	if knobs.enable != nil {
-		enabled = *knobs.enable
+	if d.knobs.enable != nil {
+		enabled = *d.knobs.enable
 	}
 	if !enabled {
 		return src, nil
@@ -149,24 +157,15 @@ func buildInstance(inst *Instance, opts buildOptions) (source, error) {
 	if opts.Match != nil && !opts.Match(inst.Tags) {
 		return src, nil
 	}
-
-	conf, err := labels.Decode(lbls)
-	if err != nil {
-		var le *labels.Error
-		if errors.As(err, &le) && le.Key != "" {
-			return src, fmt.Errorf("tag %q: %w", tagOf(le.Key, prefix)+"="+le.Value, le.Err)
-		}
-		return src, fmt.Errorf("tags: %w", err)
-	}
-	tcp := conf.TCP
-	if tcp == nil || (len(tcp.Routers) == 0 && len(tcp.Services) == 0 && len(tcp.Middlewares) == 0) {
+	if d.tcp == nil {
 		return src, nil
 	}
+	tcp := deepCopy(d.tcp)
 
 	if len(tcp.Routers) > 0 || len(tcp.Services) > 0 {
 		if len(tcp.Services) == 0 {
 			tcp.Services = map[string]*config.TCPService{
-				serviceName(inst, knobs.canary): {LoadBalancer: &config.TCPServersLoadBalancer{}},
+				serviceName(inst, d.knobs.canary): {LoadBalancer: &config.TCPServersLoadBalancer{}},
 			}
 		}
 		for _, name := range sortedKeys(tcp.Services) {
@@ -189,6 +188,124 @@ func buildInstance(inst *Instance, opts buildOptions) (source, error) {
 	}
 	src.tcp = tcp
 	return src, nil
+}
+
+// decoded is what one list of tags decodes to. It depends only on the tags
+// and the prefix, and is never modified once made.
+type decoded struct {
+	knobs knobs
+	tcp   *config.TCPConfiguration // nil: no TCP tags
+	err   error                    // names the tag
+}
+
+// decodeCache memoises decoding by tag list: instances of one service usually
+// carry the same tags, and most tags are unchanged from one snapshot to the
+// next, while labels.Decode (paerser) is the costliest step of build. An entry
+// lives for the build that used it and the next one. The zero value is ready;
+// it is not safe for concurrent use (Run builds from one goroutine).
+type decodeCache struct {
+	prev, cur map[string]*decoded
+}
+
+// decode returns the decoding of tags under prefix, from the cache if it is
+// there.
+func (c *decodeCache) decode(tags []string, prefix string) *decoded {
+	key := prefix + "\x00" + strings.Join(tags, "\x00")
+	if d, ok := c.cur[key]; ok {
+		return d
+	}
+	d, ok := c.prev[key]
+	if !ok {
+		d = decodeTags(tags, prefix)
+	}
+	if c.cur == nil {
+		c.cur = map[string]*decoded{}
+	}
+	c.cur[key] = d
+	return d
+}
+
+// rotate ends a build: entries it did not use are dropped at the next rotate.
+func (c *decodeCache) rotate() {
+	c.prev, c.cur = c.cur, nil
+}
+
+// decodeTags turns tags into labels and decodes them.
+func decodeTags(tags []string, prefix string) *decoded {
+	lbls := labels.TagsToLabels(tags, prefix)
+	k, err := decodeKnobs(lbls, prefix)
+	if err != nil {
+		return &decoded{err: err}
+	}
+	conf, err := labels.Decode(lbls)
+	if err != nil {
+		var le *labels.Error
+		if errors.As(err, &le) && le.Key != "" {
+			return &decoded{err: fmt.Errorf("tag %q: %w", tagOf(le.Key, prefix)+"="+le.Value, le.Err)}
+		}
+		return &decoded{err: fmt.Errorf("tags: %w", err)}
+	}
+	d := &decoded{knobs: k}
+	if tcp := conf.TCP; tcp != nil && (len(tcp.Routers) > 0 || len(tcp.Services) > 0 || len(tcp.Middlewares) > 0) {
+		d.tcp = tcp
+	}
+	return d
+}
+
+// deepCopy copies v and everything it points to, so that the copy can be
+// modified without touching v (which may be shared through decodeCache).
+// The config types have no unexported fields, channels or funcs.
+func deepCopy[T any](v T) T {
+	var out T
+	copyValue(reflect.ValueOf(&out).Elem(), reflect.ValueOf(v))
+	return out
+}
+
+func copyValue(dst, src reflect.Value) {
+	switch src.Kind() {
+	case reflect.Pointer:
+		if src.IsNil() {
+			return
+		}
+		p := reflect.New(src.Elem().Type())
+		copyValue(p.Elem(), src.Elem())
+		dst.Set(p)
+	case reflect.Struct:
+		for i := range src.NumField() {
+			if dst.Field(i).CanSet() {
+				copyValue(dst.Field(i), src.Field(i))
+			}
+		}
+	case reflect.Slice:
+		if src.IsNil() {
+			return
+		}
+		s := reflect.MakeSlice(src.Type(), src.Len(), src.Len())
+		for i := range src.Len() {
+			copyValue(s.Index(i), src.Index(i))
+		}
+		dst.Set(s)
+	case reflect.Map:
+		if src.IsNil() {
+			return
+		}
+		m := reflect.MakeMapWithSize(src.Type(), src.Len())
+		for it := src.MapRange(); it.Next(); {
+			v := reflect.New(src.Type().Elem()).Elem()
+			copyValue(v, it.Value())
+			m.SetMapIndex(it.Key(), v)
+		}
+		dst.Set(m)
+	case reflect.Interface:
+		if src.IsNil() {
+			return
+		}
+		v := reflect.New(src.Elem().Type()).Elem()
+		copyValue(v, src.Elem())
+		dst.Set(v)
+	default:
+		dst.Set(src)
+	}
 }
 
 // knobs are the provider settings read from tags: <prefix>.enable and
@@ -341,8 +458,7 @@ func merge(sources []source) (*config.TCPConfiguration, []string) {
 		conflicts = map[string]map[string]bool{"router": {}, "service": {}, "middleware": {}}
 	)
 	for _, src := range sources {
-		for _, name := range sortedKeys(src.tcp.Routers) {
-			r := src.tcp.Routers[name]
+		for name, r := range src.tcp.Routers {
 			routerBy[name] = append(routerBy[name], src.desc)
 			if prev, ok := out.Routers[name]; !ok {
 				out.Routers[name] = r
@@ -350,8 +466,7 @@ func merge(sources []source) (*config.TCPConfiguration, []string) {
 				conflicts["router"][name] = true
 			}
 		}
-		for _, name := range sortedKeys(src.tcp.Middlewares) {
-			m := src.tcp.Middlewares[name]
+		for name, m := range src.tcp.Middlewares {
 			mwBy[name] = append(mwBy[name], src.desc)
 			if prev, ok := out.Middlewares[name]; !ok {
 				out.Middlewares[name] = m
@@ -359,8 +474,7 @@ func merge(sources []source) (*config.TCPConfiguration, []string) {
 				conflicts["middleware"][name] = true
 			}
 		}
-		for _, name := range sortedKeys(src.tcp.Services) {
-			s := src.tcp.Services[name]
+		for name, s := range src.tcp.Services {
 			serviceBy[name] = append(serviceBy[name], src.desc)
 			prev, ok := out.Services[name]
 			if !ok {

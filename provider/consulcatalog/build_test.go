@@ -479,3 +479,59 @@ func TestBuildOrderIndependent(t *testing.T) {
 		t.Fatalf("want 2 problems, got %q", wantProb)
 	}
 }
+
+// TestBuildCache checks that a build through a warm cache returns the same
+// result as a cold one, shares no memory with the previous result, and drops
+// entries that a build no longer uses.
+func TestBuildCache(t *testing.T) {
+	insts := []Instance{
+		inst("db", "db-1", "127.0.0.1", 5432, "passing", design7...),
+		inst("db", "db-2", "127.0.0.2", 5432, "passing", design7...),
+		inst("bad", "bad-1", "127.0.0.1", 1, "passing", "traefik.tcp.routers.b.rule=HostSNI(`*`)", "traefik.tcp.middlewares.m.inflightconn.amount=abc"),
+	}
+	opts := defaultOpts()
+	opts.Cache = &decodeCache{}
+	want, wantProb := build(insts, defaultOpts())
+	first, _ := build(insts, opts)
+	if n := len(opts.Cache.prev); n != 2 {
+		t.Errorf("cache holds %d tag lists after the first build, want 2 (db's shared by both instances, bad's)", n)
+	}
+	// Modify the first result as a careless consumer might.
+	first.TCP.Routers["db"].EntryPoints[0] = "changed"
+	first.TCP.Routers["db"].Service = "changed"
+	first.TCP.Middlewares["test-inflightconn"].InFlightConn.Amount = 99
+	first.TCP.Services["db"].LoadBalancer.Servers[0].Address = "changed"
+
+	second, prob := build(insts, opts)
+	if !reflect.DeepEqual(second, want) || !reflect.DeepEqual(prob, wantProb) {
+		t.Errorf("warm build differs from a cold one:\ngot  %+v %q\nwant %+v %q", second.TCP, prob, want.TCP, wantProb)
+	}
+	build(insts[:1], opts)
+	if n := len(opts.Cache.prev); n != 1 {
+		t.Errorf("cache holds %d tag lists after a build that used 1", n)
+	}
+}
+
+func TestDeepCopy(t *testing.T) {
+	five := 5
+	orig := &config.TCPConfiguration{
+		Routers:     map[string]*config.TCPRouter{"r": {EntryPoints: []string{"a"}, TLS: &config.RouterTCPTLSConfig{Passthrough: true}}},
+		Services:    map[string]*config.TCPService{"s": {LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: "x"}}, TerminationDelay: &five}}},
+		Middlewares: map[string]*config.TCPMiddleware{"m": {InFlightConn: &config.TCPInFlightConn{Amount: 1, IPv6Subnet: &five}, IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"10.0.0.0/8"}}}},
+	}
+	cp := deepCopy(orig)
+	if !reflect.DeepEqual(cp, orig) {
+		t.Fatalf("copy differs: %+v", cp)
+	}
+	cp.Routers["r"].EntryPoints[0] = "z"
+	cp.Routers["r"].TLS.Passthrough = false
+	*cp.Services["s"].LoadBalancer.TerminationDelay = 6
+	cp.Services["s"].LoadBalancer.Servers[0].Address = "y"
+	*cp.Middlewares["m"].InFlightConn.IPv6Subnet = 7
+	cp.Middlewares["m"].IPAllowList.SourceRange[0] = "z"
+	delete(cp.Routers, "r")
+	if len(orig.Routers) != 1 || orig.Routers["r"].EntryPoints[0] != "a" || !orig.Routers["r"].TLS.Passthrough ||
+		five != 5 || orig.Services["s"].LoadBalancer.Servers[0].Address != "x" || orig.Middlewares["m"].IPAllowList.SourceRange[0] != "10.0.0.0/8" {
+		t.Errorf("modifying the copy changed the original: %+v", orig)
+	}
+}

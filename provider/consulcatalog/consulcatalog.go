@@ -135,6 +135,7 @@ func New(cfg *config.ConsulCatalogProvider, log zerolog.Logger) (*Provider, erro
 			ExposedByDefault: cfg.ExposedByDefault,
 			StrictChecks:     states,
 			Match:            match,
+			Cache:            &decodeCache{},
 		},
 		watch:    cfg.Watch,
 		refresh:  refresh,

@@ -59,6 +59,13 @@ func (t timing) backoff(retries int) time.Duration {
 //   - an error calls failed and retries after a capped exponential backoff
 //     that resets on the next success.
 //
+// One departure: the first query after an error asks with index 0. The agent
+// may have restarted with a lower index, and a blocking query whose index is
+// above the agent's current one blocks until the next write (or the whole
+// wait) instead of returning: a registration made while the loop was backing
+// off would go unnoticed. The answer counts as a change if its index differs
+// from the last one seen.
+//
 // changed is called on every new index, including the first. Neither callback
 // may block.
 func blockingLoop(ctx context.Context, t timing, query func(ctx context.Context, index uint64) (uint64, error), changed func(), failed func(error)) {
@@ -66,15 +73,21 @@ func blockingLoop(ctx context.Context, t timing, query func(ctx context.Context,
 		index   uint64
 		retries int
 		first   = true
+		resync  bool
 	)
 	for ctx.Err() == nil {
 		start := time.Now()
-		got, err := query(ctx, index)
+		ask := index
+		if resync {
+			ask = 0
+		}
+		got, err := query(ctx, ask)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			failed(err)
+			resync = true
 			if !sleep(ctx, t.backoff(retries)) {
 				return
 			}
@@ -93,6 +106,14 @@ func blockingLoop(ctx context.Context, t timing, query func(ctx context.Context,
 			}
 		}
 		first = false
+		if resync {
+			resync = false
+			if got != index {
+				index = got
+				changed()
+			}
+			continue
+		}
 		switch {
 		case got == index:
 			continue

@@ -39,7 +39,7 @@ func TestBlockingLoop(t *testing.T) {
 		{index: 5},  // first: change
 		{index: 5},  // wait ran out: no change
 		{index: 9},  // change
-		{err: boom}, // failure: back off, keep index 9
+		{err: boom}, // failure: back off, ask with 0 next
 		{err: boom}, // second failure: longer backoff
 		{index: 9},  // agent back with the same index: no change
 		{index: 3},  // went backwards: reset to 0, no change yet
@@ -47,9 +47,9 @@ func TestBlockingLoop(t *testing.T) {
 		{index: 0},  // went backwards to 0: reset
 		{index: 4},  // change
 		{err: boom}, // backoff starts again from the minimum
-		{index: 11}, // change
+		{index: 2},  // asked with 0 after the error, lower index: change
 	}
-	wantAsked := []uint64{0, 5, 5, 9, 9, 9, 9, 0, 3, 0, 4, 4}
+	wantAsked := []uint64{0, 5, 5, 9, 0, 0, 9, 0, 3, 0, 4, 0}
 	const wantChanges = 5
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -189,7 +189,9 @@ func (f *fakeCatalog) block(ctx context.Context, index uint64, wait time.Duratio
 		if down {
 			return 0, errDown
 		}
-		if index == 0 || cur != index {
+		// Like Consul: a blocking query returns once the index moves past
+		// the one asked for, so an index above the current one blocks.
+		if index == 0 || cur > index {
 			return cur, nil
 		}
 		select {
@@ -287,14 +289,23 @@ func runProvider(t *testing.T, p *Provider) <-chan provider.Message {
 func next(t *testing.T, msgs <-chan provider.Message, within time.Duration, what string, ok func(provider.Message) bool) provider.Message {
 	t.Helper()
 	deadline := time.After(within)
+	var last *provider.Message
 	for {
 		select {
 		case m := <-msgs:
 			if ok(m) {
 				return m
 			}
+			last = &m
 		case <-deadline:
-			t.Fatalf("no message with %s within %v", what, within)
+			if last == nil {
+				t.Fatalf("no message with %s within %v (no message at all)", what, within)
+			}
+			var tcp *config.TCPConfiguration
+			if last.Configuration != nil {
+				tcp = last.Configuration.TCP
+			}
+			t.Fatalf("no message with %s within %v; last: err=%v problems=%q tcp=%+v", what, within, last.Err, last.Problems, tcp)
 		}
 	}
 }
@@ -359,6 +370,11 @@ func TestRunFollowsChangesAndOutages(t *testing.T) {
 		t.Errorf("after the outage: servers %v", got)
 	}
 	t.Logf("outage end -> snapshot in %v", time.Since(start))
+
+	// The restarted agent's index (2 now) is still below the one the
+	// watches saw before the outage: a change must wake them all the same.
+	f.set("db", inst("db", "db-9", "127.0.0.9", 5432, "passing", design7...), inst("db", "db-10", "127.0.0.10", 5432, "passing", design7...))
+	next(t, msgs, time.Second, "two servers after the restart", func(m provider.Message) bool { return len(servers(m, "db")) == 2 })
 }
 
 func TestRunSendsSnapshotAfterOutageEvenIfUnchanged(t *testing.T) {
