@@ -1,13 +1,32 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/provider"
+	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
+	"github.com/tollgate-proxy/tollgate/provider/docker"
 )
 
 // extraProviders builds the Docker and Consul Catalog providers when enabled.
 func extraProviders(st *config.Static, log zerolog.Logger) ([]provider.Provider, error) {
-	return nil, nil
+	var out []provider.Provider
+	if cfg := st.Providers.Docker; cfg != nil {
+		p, err := docker.New(cfg, log)
+		if err != nil {
+			return nil, fmt.Errorf("providers.docker: %w", err)
+		}
+		out = append(out, p)
+	}
+	if cfg := st.Providers.ConsulCatalog; cfg != nil {
+		p, err := consulcatalog.New(cfg, log)
+		if err != nil {
+			return nil, fmt.Errorf("providers.consulCatalog: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
