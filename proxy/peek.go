@@ -171,14 +171,14 @@ var _ net.Conn = helloConn{}
 
 var noAddr net.Addr = &net.TCPAddr{}
 
-func (c helloConn) Read(p []byte) (int, error)       { return c.r.Read(p) }
-func (helloConn) Write([]byte) (int, error)          { return 0, errPeekWrite }
-func (helloConn) Close() error                       { return nil }
-func (helloConn) LocalAddr() net.Addr                { return noAddr }
-func (helloConn) RemoteAddr() net.Addr               { return noAddr }
-func (helloConn) SetDeadline(time.Time) error        { return nil }
-func (helloConn) SetReadDeadline(time.Time) error    { return nil }
-func (helloConn) SetWriteDeadline(t time.Time) error { return nil }
+func (c helloConn) Read(p []byte) (int, error)     { return c.r.Read(p) }
+func (helloConn) Write([]byte) (int, error)        { return 0, errPeekWrite }
+func (helloConn) Close() error                     { return nil }
+func (helloConn) LocalAddr() net.Addr              { return noAddr }
+func (helloConn) RemoteAddr() net.Addr             { return noAddr }
+func (helloConn) SetDeadline(time.Time) error      { return nil }
+func (helloConn) SetReadDeadline(time.Time) error  { return nil }
+func (helloConn) SetWriteDeadline(time.Time) error { return nil }
 
 func isASCII(s string) bool {
 	for i := 0; i < len(s); i++ {

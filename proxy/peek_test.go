@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -254,3 +255,29 @@ func TestCompileTLSTable(t *testing.T) {
 }
 
 func netipAP(ip string) netip.AddrPort { return netip.AddrPortFrom(netip.MustParseAddr(ip), 40000) }
+
+// The SNI lookup of a table with many TLS routes costs two map lookups and
+// no allocation.
+func BenchmarkTLSTableMatch(b *testing.B) {
+	var rs []*route
+	for i := range 1000 {
+		ru, err := rule.Parse(fmt.Sprintf("HostSNI(`db%d.example.com`)", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rs = append(rs, &route{name: fmt.Sprint(i), rule: ru})
+	}
+	wild, _ := rule.Parse("HostSNI(`*.wild.test`)")
+	rs = append(rs, &route{name: "wild", rule: wild})
+	tab := newTable(rs, func(*route) bool { return true })
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		c := &tcp.Conn{SNI: "db777.example.com", Peeked: []byte{recordTypeHandshake}}
+		w := &tcp.Conn{SNI: "x.wild.test", Peeked: []byte{recordTypeHandshake}}
+		for pb.Next() {
+			if tab.match(c) == nil || tab.match(w) == nil {
+				b.Fatal("no route")
+			}
+		}
+	})
+}
