@@ -261,8 +261,10 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 			return true
 		}
 		if !reflect.DeepEqual(problems, lastProb) {
+			// The watcher logs problems when they change; these are for
+			// debugging the provider alone.
 			for _, pr := range problems {
-				p.log.Warn().Msg(pr)
+				p.log.Debug().Msg(pr)
 			}
 		}
 		failing = false

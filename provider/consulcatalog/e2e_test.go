@@ -1,0 +1,485 @@
+package consulcatalog
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/tollgate-proxy/tollgate/internal/itest"
+)
+
+// tollgate is the real binary running as a subprocess, stopped by PID.
+type tollgate struct {
+	api    string
+	ep     string
+	out    *lockedWriter
+	exited chan struct{}
+}
+
+// startTollgate runs tollgate with one entry point "db" and the Consul
+// Catalog provider pointed at a, and waits for /ping.
+func startTollgate(t *testing.T, a *agent, extra ...string) *tollgate {
+	t.Helper()
+	bin := itest.Binary(t)
+	tg := &tollgate{api: freeAddr(t), ep: freeAddr(t), out: &lockedWriter{}, exited: make(chan struct{})}
+	args := append([]string{
+		"--entryPoints.db.address=" + tg.ep,
+		"--providers.consulCatalog=true",
+		"--providers.consulCatalog.endpoint.address=" + a.Addr(),
+		"--api.address=" + tg.api,
+		"--log.level=INFO",
+	}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = tg.out, tg.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); close(tg.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-tg.exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-tg.exited
+		}
+		if t.Failed() {
+			t.Logf("tollgate output:\n%s", tg.out.String())
+		}
+	})
+	itest.Eventually(t, 10*time.Second, func() bool {
+		select {
+		case <-tg.exited:
+			t.Fatalf("tollgate exited: %s", tg.out.String())
+		default:
+		}
+		resp, err := http.Get("http://" + tg.api + "/ping")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, "tollgate did not answer /ping")
+	return tg
+}
+
+func freeAddr(t *testing.T) string {
+	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
+}
+
+// rawdata is the part of /api/rawdata the tests read.
+type rawdata struct {
+	Routers map[string]struct {
+		Service     string   `json:"service"`
+		Middlewares []string `json:"middlewares"`
+		Status      string   `json:"status"`
+		Err         []string `json:"error"`
+	} `json:"tcpRouters"`
+	Services map[string]struct {
+		LoadBalancer struct {
+			Servers []struct {
+				Address string `json:"address"`
+			} `json:"servers"`
+		} `json:"loadBalancer"`
+		Status string `json:"status"`
+	} `json:"tcpServices"`
+	Middlewares map[string]struct {
+		InFlightConn *struct {
+			Amount int64 `json:"amount"`
+		} `json:"inFlightConn"`
+		Status   string          `json:"status"`
+		InFlight json.RawMessage `json:"inFlight"`
+	} `json:"tcpMiddlewares"`
+	Providers []struct {
+		Name      string   `json:"name"`
+		State     string   `json:"state"`
+		LastError string   `json:"lastError"`
+		Problems  []string `json:"problems"`
+	} `json:"providers"`
+}
+
+func (tg *tollgate) rawdata(t *testing.T) rawdata {
+	t.Helper()
+	resp, err := http.Get("http://" + tg.api + "/api/rawdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rd rawdata
+	if err := json.NewDecoder(resp.Body).Decode(&rd); err != nil {
+		t.Fatal(err)
+	}
+	return rd
+}
+
+func (rd rawdata) provider(name string) (state, lastError string, problems []string) {
+	for _, p := range rd.Providers {
+		if p.Name == name {
+			return p.State, p.LastError, p.Problems
+		}
+	}
+	return "", "", nil
+}
+
+// amountOf is the applied amount of middleware name, or -1.
+func (rd rawdata) amountOf(name string) int64 {
+	m, ok := rd.Middlewares[name]
+	if !ok || m.InFlightConn == nil {
+		return -1
+	}
+	return m.InFlightConn.Amount
+}
+
+// echo is a loopback backend that echoes every byte and counts connections.
+type echo struct {
+	addr string
+	port int
+	mu   sync.Mutex
+	open int
+}
+
+func startEcho(t *testing.T) *echo {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &echo{addr: ln.Addr().String(), port: ln.Addr().(*net.TCPAddr).Port}
+	var conns sync.WaitGroup
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer conns.Done()
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return e
+}
+
+// dialEcho opens a connection from src to addr and reports whether bytes
+// round-trip through it (the proxy forwarded it). A forwarded connection is
+// returned open; the test closes it.
+func dialEcho(t *testing.T, src, addr string) (net.Conn, bool) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, false
+	}
+	if !roundTrip(c) {
+		c.Close()
+		return nil, false
+	}
+	return c, true
+}
+
+func roundTrip(c net.Conn) bool {
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write([]byte{'x'}); err != nil {
+		return false
+	}
+	var b [1]byte
+	_, err := io.ReadFull(c, b[:])
+	return err == nil && b[0] == 'x'
+}
+
+// holdConns opens n connections from src and returns the forwarded ones,
+// closed when the test ends.
+func holdConns(t *testing.T, n int, src, addr string) []net.Conn {
+	t.Helper()
+	var held []net.Conn
+	for range n {
+		if c, ok := dialEcho(t, src, addr); ok {
+			held = append(held, c)
+		}
+	}
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	return held
+}
+
+func closeAll(conns []net.Conn) {
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// dbTags are the DESIGN §7 tags with a router, an entry point and the
+// backend's port.
+func dbTags(amount, port int) []string {
+	return []string{
+		"traefik.tcp.routers.db.rule=HostSNI(`*`)",
+		"traefik.tcp.routers.db.entrypoints=db",
+		"traefik.tcp.routers.db.middlewares=test-inflightconn",
+		fmt.Sprintf("traefik.tcp.middlewares.test-inflightconn.inflightconn.amount=%d", amount),
+		fmt.Sprintf("traefik.tcp.services.db.loadbalancer.server.port=%d", port),
+	}
+}
+
+// TestE2E runs the tollgate binary against a real Consul agent: a service
+// registered with the DESIGN §7 tags is routed and limited to exactly 10
+// connections per client IP; an amount change applies to new connections
+// without resetting held counts; health, deregistration, bad tags, an agent
+// outage and its restart behave as the issue says.
+func TestE2E(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	configDir := t.TempDir()
+	a := startAgent(t, configDir)
+	c := a.Client()
+	backend := startEcho(t)
+	tg := startTollgate(t, a)
+
+	const router, mw, svc = "db@consulcatalog", "test-inflightconn@consulcatalog", "db@consulcatalog"
+	registerDB := func(amount int) {
+		t.Helper()
+		register(t, c, "db", "db-1", 9, dbTags(amount, backend.port)...)
+	}
+
+	start := time.Now()
+	registerDB(10)
+	itest.Eventually(t, 2*time.Second, func() bool {
+		rd := tg.rawdata(t)
+		return rd.Routers[router].Status == "enabled" && rd.amountOf(mw) == 10
+	}, "router %s with amount 10 in /api/rawdata", router)
+	t.Logf("registration -> route in /api/rawdata: %v", time.Since(start))
+	if rd := tg.rawdata(t); len(rd.Services[svc].LoadBalancer.Servers) != 1 || rd.Services[svc].LoadBalancer.Servers[0].Address != backend.addr {
+		t.Fatalf("service %s: %+v, want the one server %s", svc, rd.Services[svc], backend.addr)
+	}
+
+	top := t // connections that outlive a subtest are closed when TestE2E ends
+	var held1 []net.Conn
+	t.Run("amount 10 per client IP, exactly", func(t *testing.T) {
+		held1 = holdConns(top, 15, "127.0.0.1", tg.ep)
+		if len(held1) != 10 {
+			t.Fatalf("127.0.0.1: %d of 15 forwarded, want exactly 10", len(held1))
+		}
+		held2 := holdConns(t, 15, "127.0.0.2", tg.ep)
+		if len(held2) != 10 {
+			t.Fatalf("127.0.0.2: %d of 15 forwarded, want exactly 10 (its own budget)", len(held2))
+		}
+		closeAll(held2)
+	})
+
+	t.Run("amount change applies to new connections without resetting held counts", func(t *testing.T) {
+		if len(held1) != 10 {
+			t.Skip("needs the 10 connections held by the previous subtest")
+		}
+		start := time.Now()
+		registerDB(12)
+		itest.Eventually(t, 2*time.Second, func() bool { return tg.rawdata(t).amountOf(mw) == 12 }, "amount 12 in /api/rawdata")
+		t.Logf("tag change -> amount 12 applied: %v", time.Since(start))
+		for i, hc := range held1 {
+			if !roundTrip(hc) {
+				t.Fatalf("held connection %d was cut by the reload", i)
+			}
+		}
+		more := holdConns(t, 5, "127.0.0.1", tg.ep)
+		if len(more) != 2 {
+			t.Fatalf("after amount 10 -> 12 with 10 held: %d of 5 new forwarded, want exactly 2 (a reset count would admit 5)", len(more))
+		}
+		closeAll(more)
+		closeAll(held1)
+		// Counts fall as connections close: 12 from one IP again.
+		itest.Eventually(t, 2*time.Second, func() bool {
+			got := holdConns(t, 1, "127.0.0.1", tg.ep)
+			closeAll(got)
+			return len(got) == 1
+		}, "127.0.0.1 admitted again after closing its connections")
+		again := holdConns(t, 14, "127.0.0.1", tg.ep)
+		if len(again) != 12 {
+			t.Errorf("127.0.0.1 after closing everything: %d of 14 forwarded, want 12", len(again))
+		}
+		closeAll(again)
+	})
+
+	t.Run("failing health check removes the route, passing restores it", func(t *testing.T) {
+		if err := c.Agent().UpdateTTL("db-1-ttl", "e2e: failing", api.HealthCritical); err != nil {
+			t.Fatal(err)
+		}
+		itest.Eventually(t, 2*time.Second, func() bool { _, ok := tg.rawdata(t).Routers[router]; return !ok }, "router gone while critical")
+		if conn, ok := dialEcho(t, "127.0.0.3", tg.ep); ok {
+			conn.Close()
+			t.Fatal("a connection was forwarded while the only instance is critical")
+		}
+		if err := c.Agent().UpdateTTL("db-1-ttl", "e2e: passing", api.HealthPassing); err != nil {
+			t.Fatal(err)
+		}
+		itest.Eventually(t, 2*time.Second, func() bool { return tg.rawdata(t).Routers[router].Status == "enabled" }, "router back when passing")
+		conn, ok := dialEcho(t, "127.0.0.3", tg.ep)
+		if !ok {
+			t.Fatal("not forwarded after the check passed again")
+		}
+		conn.Close()
+	})
+
+	t.Run("bad tag disables only that service, named with its tag in the API and the log", func(t *testing.T) {
+		register(t, c, "bad", "bad-1", backend.port, "traefik.tcp.routers.bad.rule=HostSNI(`*`)", "traefik.tcp.routers.bad.entrypoints=db",
+			"traefik.tcp.middlewares.bad-limit.inflightconn.amount=abc")
+		const tag = "traefik.tcp.middlewares.bad-limit.inflightconn.amount"
+		var problems []string
+		itest.Eventually(t, 2*time.Second, func() bool {
+			_, _, problems = tg.rawdata(t).provider("consulcatalog")
+			return len(problems) > 0
+		}, "a consulcatalog problem in /api/rawdata")
+		if len(problems) != 1 || !strings.Contains(problems[0], `consul service "bad"`) || !strings.Contains(problems[0], tag) {
+			t.Errorf("problems %q: want one naming the service and the tag", problems)
+		}
+		if !strings.Contains(tg.out.String(), tag) {
+			t.Errorf("the log does not name %s", tag)
+		}
+		rd := tg.rawdata(t)
+		if _, ok := rd.Routers["bad@consulcatalog"]; ok {
+			t.Errorf("the bad service's router is routed")
+		}
+		if rd.Routers[router].Status != "enabled" {
+			t.Errorf("db router is %q, want enabled", rd.Routers[router].Status)
+		}
+		conn, ok := dialEcho(t, "127.0.0.3", tg.ep)
+		if !ok {
+			t.Fatal("db not forwarded next to a bad service")
+		}
+		conn.Close()
+		if err := c.Agent().ServiceDeregister("bad-1"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("propagation to the proxy", func(t *testing.T) {
+		lat := map[string][]time.Duration{}
+		timed := func(kind string, op func(), what string, ok func(rawdata) bool) {
+			t.Helper()
+			start := time.Now()
+			op()
+			itest.Eventually(t, 3*time.Second, func() bool { return ok(tg.rawdata(t)) }, "%s", what)
+			lat[kind] = append(lat[kind], time.Since(start))
+		}
+		for i := range 10 {
+			name := fmt.Sprintf("e%02d", i)
+			q := name + "@consulcatalog"
+			tags := func(amount int) []string {
+				return []string{
+					"traefik.tcp.routers." + name + ".rule=HostSNI(`*`)",
+					"traefik.tcp.routers." + name + ".entrypoints=db",
+					"traefik.tcp.routers." + name + ".priority=1",
+					"traefik.tcp.routers." + name + ".middlewares=" + name,
+					fmt.Sprintf("traefik.tcp.middlewares.%s.inflightconn.amount=%d", name, amount),
+				}
+			}
+			routed := func(rd rawdata) bool { return rd.Routers[q].Status == "enabled" }
+			gone := func(rd rawdata) bool { _, ok := rd.Routers[q]; return !ok }
+			timed("register", func() { register(t, c, name, name, backend.port, tags(5)...) }, q+" enabled", routed)
+			timed("tag change", func() { register(t, c, name, name, backend.port, tags(6)...) }, q+" amount 6",
+				func(rd rawdata) bool { return rd.amountOf(q) == 6 })
+			timed("health change", func() {
+				if err := c.Agent().UpdateTTL(name+"-ttl", "", api.HealthCritical); err != nil {
+					t.Fatal(err)
+				}
+			}, q+" gone (critical)", gone)
+			timed("health change", func() {
+				if err := c.Agent().UpdateTTL(name+"-ttl", "", api.HealthPassing); err != nil {
+					t.Fatal(err)
+				}
+			}, q+" back (passing)", routed)
+			timed("deregister", func() {
+				if err := c.Agent().ServiceDeregister(name); err != nil {
+					t.Fatal(err)
+				}
+			}, q+" gone", gone)
+		}
+		var all []time.Duration
+		for _, kind := range []string{"register", "deregister", "tag change", "health change"} {
+			p50, p95, worst := percentiles(lat[kind])
+			t.Logf("catalog -> /api/rawdata %-13s n=%d p50=%v p95=%v max=%v", kind, len(lat[kind]), p50, p95, worst)
+			all = append(all, lat[kind]...)
+		}
+		p50, p95, worst := percentiles(all)
+		t.Logf("catalog -> /api/rawdata all           n=%d p50=%v p95=%v max=%v", len(all), p50, p95, worst)
+		if p50 > 200*time.Millisecond {
+			t.Errorf("propagation p50 %v, want <= 200ms", p50)
+		}
+	})
+
+	t.Run("agent killed: routes keep serving; restarted: reconverges", func(t *testing.T) {
+		// The restarted -dev agent knows only its config dir: db with amount 3.
+		def := map[string]any{"service": map[string]any{
+			"id": "db-1", "name": "db", "address": "127.0.0.1", "port": 9, "tags": dbTags(3, backend.port),
+		}}
+		b, _ := json.Marshal(def)
+		if err := os.WriteFile(filepath.Join(configDir, "db.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a.kill()
+		itest.Eventually(t, 3*time.Second, func() bool {
+			state, _, _ := tg.rawdata(t).provider("consulcatalog")
+			return state == "error"
+		}, "provider state error after the agent was killed")
+		_, lastErr, _ := tg.rawdata(t).provider("consulcatalog")
+		t.Logf("provider error while the agent is down: %s", lastErr)
+		if rd := tg.rawdata(t); rd.Routers[router].Status != "enabled" || rd.amountOf(mw) != 12 {
+			t.Fatalf("last configuration not kept while the agent is down: router %+v amount %d", rd.Routers[router], rd.amountOf(mw))
+		}
+		held := holdConns(t, 14, "127.0.0.4", tg.ep)
+		if len(held) != 12 {
+			t.Errorf("agent down: %d of 14 forwarded from 127.0.0.4, want the kept amount 12", len(held))
+		}
+		closeAll(held)
+
+		restarted := time.Now()
+		if err := a.restart(); err != nil {
+			t.Fatal(err)
+		}
+		ready := time.Now()
+		itest.Eventually(t, 5*time.Second, func() bool {
+			rd := tg.rawdata(t)
+			state, _, _ := rd.provider("consulcatalog")
+			return state == "ok" && rd.amountOf(mw) == 3
+		}, "amount 3 from the restarted agent")
+		done := time.Now()
+		t.Logf("agent restart: process start -> ready %v, ready -> applied %v", ready.Sub(restarted), done.Sub(ready))
+		if done.Sub(ready) > 2*time.Second {
+			t.Errorf("reconverged %v after the agent was ready, want <= 2s", done.Sub(ready))
+		}
+		got := holdConns(t, 5, "127.0.0.5", tg.ep)
+		if len(got) != 3 {
+			t.Errorf("after the restart: %d of 5 forwarded, want 3", len(got))
+		}
+		closeAll(got)
+	})
+
+	t.Run("deregister removes the route", func(t *testing.T) {
+		if err := c.Agent().ServiceDeregister("db-1"); err != nil {
+			t.Fatal(err)
+		}
+		itest.Eventually(t, 2*time.Second, func() bool { _, ok := tg.rawdata(t).Routers[router]; return !ok }, "router gone after deregistration")
+		if conn, ok := dialEcho(t, "127.0.0.3", tg.ep); ok {
+			conn.Close()
+			t.Fatal("forwarded after deregistration")
+		}
+	})
+}
