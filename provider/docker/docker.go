@@ -53,7 +53,7 @@ const (
 	// backoffMax is low on purpose: a failed connect to a local socket costs
 	// nothing, and the cap bounds how long after the engine's return the
 	// routes stay stale (issue 3: reconverge within 2 s).
-	backoffMax     = time.Second
+	backoffMax     = 500 * time.Millisecond
 	requestTimeout = 10 * time.Second
 	// inspectWorkers bounds concurrent ContainerInspect calls in one fetch.
 	inspectWorkers = 8
@@ -162,7 +162,8 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 		s.healthy = false
 		attempts++
 		ev := p.log.Debug()
-		if attempts == 1 || attempts%60 == 0 {
+		if attempts == 1 || attempts%120 == 0 { // about once a minute at the cap
+
 			ev = p.log.Error()
 		}
 		ev.Err(err).Str("endpoint", p.endpoint).Int("attempt", attempts).Dur("retry_in", wait).

@@ -240,7 +240,7 @@ func TestE2EForwardLimitStopStart(t *testing.T) {
 	dockerCLI(t, "stop", "-t", "2", name)
 	stopped := time.Now()
 	itest.Eventually(t, 2*time.Second, func() bool { return banner(t, g.ep) == "" }, "route still live after docker stop")
-	t.Logf("route gone %v after docker stop returned", time.Since(stopped).Round(time.Millisecond))
+	t.Logf("no longer forwarded %v after docker stop returned", time.Since(stopped).Round(time.Millisecond))
 
 	dockerCLI(t, "start", name)
 	itest.Eventually(t, 2*time.Second, func() bool { return banner(t, g.ep) == "db-1" }, "route not restored after docker start")

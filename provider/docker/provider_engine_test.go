@@ -331,7 +331,7 @@ func TestEngineOutageThroughRelay(t *testing.T) {
 	// A change made while the provider is blind must show up after restore.
 	runEcho(t, "tollgate-itest-b-"+u, echoLabels("b-"+u, "sb-"+u, "m-"+u))
 	// Let the provider fail a few reconnects, so the backoff has grown
-	// (100+200+400+800 ms before the fifth attempt).
+	// (100+200+400+500 ms before the fifth attempt, at the cap).
 	itest.Eventually(t, 5*time.Second, func() bool { return rl.refusedCount() >= 5 }, "provider made %d reconnect attempts, want 5", rl.refusedCount())
 	for _, m := range rec.all()[before:] {
 		if m.Err == nil {
