@@ -210,6 +210,7 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 		log:      c.log.With().Str("service", name).Logger(),
 	}
 	h.dialer.Timeout = DialTimeout
+	h.dialer.KeepAlive = -1 // backends are near; like nginx and HAProxy, no probes (and 4 fewer syscalls per dial)
 	if lb.ProxyProtocol != nil {
 		h.ppVer = byte(lb.ProxyProtocol.Version)
 	}
