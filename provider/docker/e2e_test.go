@@ -203,9 +203,8 @@ func TestE2EForwardLimitStopStart(t *testing.T) {
 	needEngine(t)
 	g := startGate(t)
 	name := "tollgate-e2e-" + g.id
-	echoImage(t)
-	started := time.Now()
 	runEcho(t, name, g.labels("db", "db", "test-inflightconn", 10), "-e", "BANNER=db-1")
+	started := time.Now()
 	itest.Eventually(t, 2*time.Second, func() bool { return banner(t, g.ep) == "db-1" }, "route to %s not live", name)
 	t.Logf("route live %v after docker run returned", time.Since(started).Round(time.Millisecond))
 
