@@ -74,11 +74,25 @@ func (s Sources) withLive(rt *proxy.Runtime, top int) map[string]*proxy.Middlewa
 	return out
 }
 
+// withHealth returns copies of the service infos with live server status.
+func (s Sources) withHealth(rt *proxy.Runtime) map[string]*proxy.ServiceInfo {
+	out := make(map[string]*proxy.ServiceInfo, len(rt.Services))
+	for name, si := range rt.Services {
+		if st := s.Server.State().ServerStatus(name); st != nil {
+			cp := *si
+			cp.ServerStatus = st
+			si = &cp
+		}
+		out[name] = si
+	}
+	return out
+}
+
 func (s Sources) rawdata(w http.ResponseWriter, _ *http.Request) {
 	rt := s.Server.Runtime()
 	writeJSON(w, http.StatusOK, rawData{
 		Routers:     rt.Routers,
-		Services:    rt.Services,
+		Services:    s.withHealth(rt),
 		Middlewares: s.withLive(rt, s.TopLimit),
 		Providers:   s.Watcher.Statuses(),
 	})
@@ -110,7 +124,7 @@ func (s Sources) items(k kind) map[string]any {
 			}{v, nameOf(n)}
 		}
 	case kindServices:
-		for n, v := range rt.Services {
+		for n, v := range s.withHealth(rt) {
 			out[n] = struct {
 				*proxy.ServiceInfo
 				named

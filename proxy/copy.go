@@ -1,12 +1,14 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"net"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -66,59 +68,121 @@ func (p *pair) copy(dst, src *net.TCPConn) int64 {
 //
 // io.Copy between two *net.TCPConn splices too, but holds a pipe (two file
 // descriptors) for the whole life of the connection, idle or not. Here the
-// copier parks on the netpoller until src is readable, holding nothing, then
-// splices exactly the bytes queued in the socket through a pooled pipe that
-// goes back to the pool at once. Idle connections cost a parked goroutine and
+// copier parks on the netpoller holding nothing; when src is readable it
+// takes a pipe from the pool, splices what is queued into it and on to dst,
+// and puts the pipe back. The first splice doubles as the readiness probe, so
+// a wake-up costs two splice calls, like io.Copy's, and idle connections hold
 // no pipe.
 func copyTCP(dst, src *net.TCPConn) (int64, error) {
-	rc, err := src.SyscallConn()
+	srcRC, err := src.SyscallConn()
+	if err != nil {
+		return io.Copy(dst, src)
+	}
+	dstRC, err := dst.SyscallConn()
 	if err != nil {
 		return io.Copy(dst, src)
 	}
 	var (
 		total int64
-		avail int
-		rerr  error
-		lr    = io.LimitedReader{R: src}
+		p     *splicePipe
+		n     int
+		serr  error
 	)
-	wait := func(fd uintptr) bool {
-		avail, rerr = readable(int(fd))
-		return rerr != syscall.EAGAIN
+	fill := func(fd uintptr) bool {
+		if p == nil {
+			if p = getPipe(); p == nil {
+				serr = errNoPipe
+				return true
+			}
+		}
+		n, serr = spliceNB(int(fd), p.w, maxSplice)
+		if serr == syscall.EAGAIN {
+			putPipe(p) // park without it
+			p = nil
+			return false
+		}
+		return true
+	}
+	var left int
+	drain := func(fd uintptr) bool {
+		for left > 0 {
+			m, err := spliceNB(p.r, int(fd), left)
+			if err == syscall.EAGAIN {
+				return false // dst is full: wait until writable
+			}
+			if err != nil {
+				serr = err
+				return true
+			}
+			left -= m
+		}
+		return true
 	}
 	for {
-		if err := rc.Read(wait); err != nil {
+		serr = nil
+		if err := srcRC.Read(fill); err != nil {
+			putPipe(p) // empty: fill only returns true after a splice
 			return total, err
 		}
-		if rerr != nil {
-			return total, rerr
+		if serr != nil || n == 0 {
+			putPipe(p)
+			return total, serr // nil at EOF
 		}
-		if avail == 0 {
-			return total, nil // EOF
+		left = n
+		if err := dstRC.Write(drain); err != nil {
+			return total + int64(n-left), err // the pipe holds data: drop it
 		}
-		lr.N = int64(avail)
-		n, err := dst.ReadFrom(&lr)
-		total += n
-		if err != nil {
-			return total, err
+		if serr != nil {
+			return total + int64(n-left), serr
 		}
+		total += int64(n)
+		putPipe(p)
+		p = nil
 	}
 }
 
-// readable reports how many bytes are queued on a non-blocking socket: 0 at
-// EOF, syscall.EAGAIN when there is nothing yet.
-func readable(fd int) (int, error) {
-	var b [1]byte
-	n, _, errno := syscall.Syscall6(syscall.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1,
-		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	if errno != 0 {
-		return 0, errno
+// maxSplice is the most one splice call moves: the pipe's size.
+const maxSplice = 1 << 20
+
+var errNoPipe = errors.New("cannot create a splice pipe")
+
+// splicePipe is a kernel pipe used as the splice buffer between two sockets.
+type splicePipe struct{ r, w int }
+
+var pipePool = sync.Pool{New: func() any { return newSplicePipe() }}
+
+func newSplicePipe() any {
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+		return (*splicePipe)(nil)
 	}
-	if n == 0 {
-		return 0, nil
+	_, _ = unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, maxSplice)
+	p := &splicePipe{r: fds[0], w: fds[1]}
+	// A pipe dropped from the pool (or holding data after an error) is
+	// closed when it becomes garbage.
+	runtime.AddCleanup(p, func(fds [2]int) {
+		_ = syscall.Close(fds[0])
+		_ = syscall.Close(fds[1])
+	}, fds)
+	return p
+}
+
+func getPipe() *splicePipe { return pipePool.Get().(*splicePipe) }
+
+// putPipe returns an empty pipe to the pool; nil is ignored.
+func putPipe(p *splicePipe) {
+	if p != nil {
+		pipePool.Put(p)
 	}
-	q, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
-	if err != nil || q < 1 {
-		return 1, nil //nolint:nilerr // at least the peeked byte is there
+}
+
+// spliceNB moves up to max bytes between two descriptors without blocking.
+func spliceNB(from, to, max int) (int, error) {
+	for {
+		n, err := unix.Splice(from, nil, to, nil, max, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		if err == syscall.EINTR {
+			continue
+		}
+		return int(n), err
 	}
-	return q, nil
 }

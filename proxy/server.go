@@ -130,4 +130,5 @@ func (s *Server) Shutdown(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	s.state.Close() // stop health checkers
 }
