@@ -33,27 +33,31 @@ func (p *pair) start() {
 	go p.copyDown()
 }
 
-func (p *pair) copyUp()   { p.up = p.copy(p.backend, p.c.TCP) }
-func (p *pair) copyDown() { p.dn = p.copy(p.c.TCP, p.backend) }
+func (p *pair) copyUp()   { p.copy(p.backend, p.c.TCP, &p.up) }
+func (p *pair) copyDown() { p.copy(p.c.TCP, p.backend, &p.dn) }
 
-// copy moves bytes from src to dst until EOF or error. io.Copy between two
-// *net.TCPConn splices on Linux. On EOF it half-closes dst, so the peer sees
-// the end, and bounds the opposite direction by the termination delay. On an
+// copy moves bytes from src to dst until EOF or error and stores the count.
+// The first direction to reach EOF half-closes its dst, so the peer sees the
+// end, and bounds the opposite direction by the termination delay. On an
 // error both sockets are closed at once. The second copier to finish closes
 // both sockets and finishes the connection.
-func (p *pair) copy(dst, src *net.TCPConn) int64 {
+func (p *pair) copy(dst, src *net.TCPConn, count *int64) {
 	n, err := copyTCP(dst, src)
-	if err != nil || p.failed.Load() {
+	*count = n // published to the last copier by the Add below
+	last := p.ended.Add(1) == 2
+	switch {
+	case err != nil || p.failed.Load():
 		p.failed.Store(true)
 		_ = p.c.TCP.Close()
 		_ = p.backend.Close()
-	} else {
+	case !last:
+		// Pass the end on; the close below does it for the last direction.
 		_ = dst.CloseWrite()
 		if p.delay >= 0 {
 			_ = dst.SetReadDeadline(time.Now().Add(p.delay))
 		}
 	}
-	if p.ended.Add(1) == 2 {
+	if last {
 		_ = p.c.TCP.Close()
 		_ = p.backend.Close()
 		if p.onEnd != nil {
@@ -61,7 +65,6 @@ func (p *pair) copy(dst, src *net.TCPConn) int64 {
 		}
 		p.c.Finish()
 	}
-	return n
 }
 
 // copyTCP copies src to dst until EOF, splicing in the kernel.
