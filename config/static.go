@@ -96,6 +96,7 @@ type Providers struct {
 	File                      *FileProvider          `description:"Enable the file provider." json:"file,omitempty" toml:"file,omitempty" yaml:"file,omitempty" export:"true"`
 	Docker                    *DockerProvider        `description:"Enable the Docker provider." json:"docker,omitempty" toml:"docker,omitempty" yaml:"docker,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	ConsulCatalog             *ConsulCatalogProvider `description:"Enable the Consul Catalog provider." json:"consulCatalog,omitempty" toml:"consulCatalog,omitempty" yaml:"consulCatalog,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	KubernetesCRD             *KubernetesCRDProvider `description:"Enable the Kubernetes CRD provider (MiddlewareTCP, IngressRouteTCP)." json:"kubernetesCRD,omitempty" toml:"kubernetesCRD,omitempty" yaml:"kubernetesCRD,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 }
 
 // DefaultThrottle is the default providersThrottleDuration: compiling is cheap,
@@ -155,6 +156,24 @@ func (c *ConsulCatalogProvider) SetDefaults() {
 	c.Watch = true
 	c.RefreshInterval = Duration(15 * time.Second)
 	c.StrictChecks = []string{"passing", "warning"}
+}
+
+// KubernetesCRDProvider configures the Kubernetes CRD provider. With no
+// Endpoint it uses the in-cluster configuration when running in a pod, else
+// the kubeconfig named by KUBECONFIG (or ~/.kube/config).
+type KubernetesCRDProvider struct {
+	Endpoint         string   `description:"Kubernetes API server URL; in-cluster or KUBECONFIG when empty." json:"endpoint,omitempty" toml:"endpoint,omitempty" yaml:"endpoint,omitempty"`
+	Token            string   `description:"Bearer token for the API server (with endpoint)." json:"token,omitempty" toml:"token,omitempty" yaml:"token,omitempty" loggable:"false"`
+	CertAuthFilePath string   `description:"CA certificate file that signs the API server's certificate (with endpoint)." json:"certAuthFilePath,omitempty" toml:"certAuthFilePath,omitempty" yaml:"certAuthFilePath,omitempty"`
+	Namespaces       []string `description:"Namespaces to watch; all when empty." json:"namespaces,omitempty" toml:"namespaces,omitempty" yaml:"namespaces,omitempty" export:"true"`
+}
+
+// SetDefaults watches every namespace through the ambient configuration.
+func (k *KubernetesCRDProvider) SetDefaults() {
+	k.Endpoint = ""
+	k.Token = ""
+	k.CertAuthFilePath = ""
+	k.Namespaces = nil
 }
 
 // ConsulEndpoint is how to reach the Consul agent.
