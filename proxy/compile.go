@@ -321,7 +321,7 @@ func (c *compiler) router(name string, r *config.TCPRouter, info *RouterInfo) *r
 	if info.Status == StatusDisabled {
 		return nil
 	}
-	h := svc
+	var h tcp.Handler = async{svc}
 	for i := len(chain) - 1; i >= 0; i-- {
 		h = chain[i](h)
 	}

@@ -127,14 +127,18 @@ func (e *EntryPoint) Serve() error {
 		}
 		backoff = 0
 		e.accepted.Add(1)
-		go e.serve(conn)
+		t := e.table.Load()
+		if e.ppEnabled || t.peek {
+			go e.serve(conn, t) // reads from the client first: never on the accept loop
+		} else {
+			e.serve(conn, t) // routing and middlewares never block; the service runs async
+		}
 	}
 }
 
-// serve routes one connection. It runs on a fresh goroutine per connection and
-// returns once the service has started its copiers (or rejected it).
-func (e *EntryPoint) serve(conn *net.TCPConn) {
-	t := e.table.Load()
+// serve routes one connection with table t. It returns once the connection is
+// rejected or handed to its service.
+func (e *EntryPoint) serve(conn *net.TCPConn, t *Table) {
 	c := &tcp.Conn{TCP: conn, EntryPoint: e.name}
 	c.Client = addrPort(conn.RemoteAddr())
 	c.Local = addrPort(conn.LocalAddr())
