@@ -15,9 +15,9 @@ import (
 	"github.com/tollgate-proxy/tollgate/labels"
 )
 
-// Instance is one Consul service instance as the provider reads it from
-// /v1/health/service/<name>: what build needs and nothing else. The JSON form
-// is the input of the golden files under testdata/consulcatalog.
+// Instance is one Consul service instance as the provider reads it from the
+// catalog, with its aggregated health: what build needs and nothing else. The
+// JSON form is the input of the golden files under testdata/consulcatalog.
 type Instance struct {
 	// Name is the Consul service name; the automatic TCP service is named
 	// after it.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/provider"
+	"github.com/tollgate-proxy/tollgate/proxy"
 )
 
 // agentProvider runs the real provider (default timing) against a.
@@ -414,5 +415,26 @@ func TestAgentScale(t *testing.T) {
 	if len(insts) != services*instances || len(conf.TCP.Routers) != services || len(problems) != 0 {
 		t.Fatalf("read %d instances, built %d routers, problems %q", len(insts), len(conf.TCP.Routers), problems)
 	}
-	t.Logf("scale: one snapshot = read %v (%d per-service reads, %d in parallel) + build %v", read, services, DefaultParallelReads, built)
+	t.Logf("scale: one snapshot = read %v (3 nodes: per-node reads) + build %v (cold cache)", read, built)
+
+	// What the proxy does with it: qualify (the watcher's Merge), compile a
+	// first time and again as a reload with the same state.
+	merged := provider.Merge(map[string]*config.Dynamic{Name: conf})
+	st := proxy.NewState(zerolog.Nop())
+	var compiles []time.Duration
+	for range 3 {
+		start = time.Now()
+		tables, rt := proxy.Compile(merged, []string{"db"}, st, zerolog.Nop())
+		compiles = append(compiles, time.Since(start))
+		enabled := 0
+		for _, r := range rt.Routers {
+			if r.Status == "enabled" {
+				enabled++
+			}
+		}
+		if enabled != services || tables["db"] == nil {
+			t.Fatalf("compiled %d enabled routers (want %d), table for db: %v", enabled, services, tables["db"] != nil)
+		}
+	}
+	t.Logf("scale: proxy.Compile of that snapshot: first %v, reloads %v and %v (target <= 50ms)", compiles[0], compiles[1], compiles[2])
 }

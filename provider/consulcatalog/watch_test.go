@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -148,10 +149,11 @@ type fakeCatalog struct {
 	down     bool
 	changed  chan struct{} // closed on every change
 
-	delay    time.Duration // per Instances call
-	inflight atomic.Int64
-	maxIn    atomic.Int64
-	reads    atomic.Int64
+	delay     time.Duration // per Instances call
+	inflight  atomic.Int64
+	maxIn     atomic.Int64
+	reads     atomic.Int64 // per-node and per-service reads
+	nodeReads atomic.Int64
 }
 
 func newFake() *fakeCatalog {
@@ -224,7 +226,9 @@ func (f *fakeCatalog) HealthIndex(ctx context.Context, index uint64, wait time.D
 	return f.block(ctx, index, wait)
 }
 
-func (f *fakeCatalog) Instances(ctx context.Context, name string) ([]Instance, error) {
+// read tracks a per-node or per-service read: concurrency, count, delay,
+// outage.
+func (f *fakeCatalog) read(ctx context.Context) error {
 	n := f.inflight.Add(1)
 	defer f.inflight.Add(-1)
 	for {
@@ -236,15 +240,93 @@ func (f *fakeCatalog) Instances(ctx context.Context, name string) ([]Instance, e
 	f.reads.Add(1)
 	if f.delay > 0 {
 		if !sleep(ctx, f.delay) {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down {
+		return errDown
+	}
+	return nil
+}
+
+func (f *fakeCatalog) Nodes(ctx context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
 		return nil, errDown
 	}
-	return append([]Instance(nil), f.services[name]...), nil
+	seen := map[string]bool{}
+	var out []string
+	for _, insts := range f.services {
+		for _, in := range insts {
+			if !seen[in.Node] {
+				seen[in.Node] = true
+				out = append(out, in.Node)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeCatalog) NodeInstances(ctx context.Context, node string) ([]Instance, error) {
+	if err := f.read(ctx); err != nil {
+		return nil, err
+	}
+	f.nodeReads.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Instance
+	for _, insts := range f.services {
+		for _, in := range insts {
+			if in.Node == node {
+				in.Status = ""
+				out = append(out, in)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeCatalog) ServiceInstances(ctx context.Context, name string) ([]Instance, error) {
+	if err := f.read(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Instance
+	for _, in := range f.services[name] {
+		in.Status = ""
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// Checks turns each instance's Status into the service check that gives it
+// (none for passing), as the agent's filtered answer would.
+func (f *fakeCatalog) Checks(ctx context.Context) (api.HealthChecks, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return nil, errDown
+	}
+	var out api.HealthChecks
+	for _, insts := range f.services {
+		for _, in := range insts {
+			hc := &api.HealthCheck{Node: in.Node, ServiceID: in.ID, ServiceName: in.Name, CheckID: in.ID + "-check", Status: in.Status}
+			switch in.Status {
+			case api.HealthPassing:
+				continue
+			case api.HealthMaint:
+				hc.CheckID, hc.Status = api.ServiceMaintPrefix+in.ID, api.HealthCritical
+			case "":
+				hc.Status = "unknown"
+			}
+			out = append(out, hc)
+		}
+	}
+	return out, nil
 }
 
 func testProvider(t *testing.T, c catalog, mutate func(*config.ConsulCatalogProvider)) *Provider {
@@ -406,7 +488,7 @@ func TestRunSkipsIdenticalSnapshots(t *testing.T) {
 		case m := <-msgs:
 			t.Fatalf("unexpected message for an unchanged configuration: %+v", m)
 		case <-deadline:
-			if f.reads.Load() < 5 {
+			if f.reads.Load() < 2 {
 				t.Fatalf("only %d reads: the refresh ticker did not run", f.reads.Load())
 			}
 			return
@@ -443,13 +525,15 @@ func TestRunReportsProblems(t *testing.T) {
 	}
 }
 
-func TestFetchBoundsParallelReads(t *testing.T) {
+func TestFetchReadsPerServiceBounded(t *testing.T) {
 	f := newFake()
 	for i := range 100 {
 		name := fmt.Sprintf("svc%03d", i)
-		f.services[name] = []Instance{inst(name, name, "127.0.0.1", 1000+i, "passing", "traefik.tcp.routers."+name+".rule=HostSNI(`*`)")}
+		in := inst(name, name, "127.0.0.1", 1000+i, "passing", "traefik.tcp.routers."+name+".rule=HostSNI(`*`)")
+		in.Node = fmt.Sprintf("node%03d", i) // as many nodes as services
+		f.services[name] = []Instance{in}
 	}
-	f.services["untagged"] = []Instance{inst("untagged", "u", "127.0.0.1", 1, "passing", "primary")}
+	f.services["untagged"] = []Instance{{Name: "untagged", ID: "u", Node: "node000", Port: 1, Status: "passing", Tags: []string{"primary"}}}
 	f.delay = 2 * time.Millisecond
 	insts, err := fetch(context.Background(), f, "traefik", 8)
 	if err != nil {
@@ -458,19 +542,108 @@ func TestFetchBoundsParallelReads(t *testing.T) {
 	if len(insts) != 100 {
 		t.Errorf("got %d instances, want 100", len(insts))
 	}
-	if got := f.reads.Load(); got != 100 {
-		t.Errorf("%d per-service reads, want 100 (the untagged service is not read)", got)
+	if got := f.reads.Load(); got != 100 || f.nodeReads.Load() != 0 {
+		t.Errorf("%d reads (%d per node), want 100 per-service reads (the untagged service is not read)", got, f.nodeReads.Load())
 	}
 	if m := f.maxIn.Load(); m > 8 || m < 2 {
 		t.Errorf("max reads in flight %d, want 2..8", m)
 	}
 }
 
+func TestFetchReadsPerNodeWhenFewerNodes(t *testing.T) {
+	f := newFake()
+	statuses := []string{"passing", "warning", "critical", "maintenance"}
+	for i := range 40 {
+		name := fmt.Sprintf("svc%03d", i)
+		for j := range 3 {
+			in := inst(name, fmt.Sprintf("%s-%d", name, j), "127.0.0.1", 1000+i, statuses[(i+j)%4], "traefik.tcp.routers."+name+".rule=HostSNI(`*`)")
+			in.Node = fmt.Sprintf("node%d", j)
+			f.services[name] = append(f.services[name], in)
+		}
+	}
+	f.services["untagged"] = []Instance{{Name: "untagged", ID: "u", Node: "node0", Port: 1, Status: "passing", Tags: []string{"primary"}}}
+	insts, err := fetch(context.Background(), f, "traefik", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.nodeReads.Load(); got != 3 || f.reads.Load() != 3 {
+		t.Errorf("%d node reads of %d, want 3 (one per node)", got, f.reads.Load())
+	}
+	if len(insts) != 120 {
+		t.Fatalf("got %d instances, want 120 (untagged left out)", len(insts))
+	}
+	for _, in := range insts {
+		want := ""
+		for _, orig := range f.services[in.Name] {
+			if orig.ID == in.ID {
+				want = orig.Status
+			}
+		}
+		if in.Status != want {
+			t.Errorf("%s: status %q, want %q", in.ID, in.Status, want)
+		}
+	}
+}
+
+// TestFetchNodeChecks checks that a node-level check applies to every
+// instance on its node.
+func TestFetchNodeChecks(t *testing.T) {
+	insts := []Instance{
+		{Name: "a", ID: "a1", Node: "n1", Port: 1, Tags: []string{"traefik.tcp.routers.a.rule=HostSNI(`*`)"}},
+		{Name: "a", ID: "a2", Node: "n2", Port: 1, Tags: []string{"traefik.tcp.routers.a.rule=HostSNI(`*`)"}},
+	}
+	c := checksCatalog{insts: insts, checks: api.HealthChecks{
+		{Node: "n1", CheckID: "serfHealth", Status: api.HealthCritical},
+		{Node: "n2", CheckID: "serfHealth", Status: api.HealthPassing},
+		{Node: "n2", CheckID: "disk", Status: api.HealthWarning},
+	}}
+	got, err := fetch(context.Background(), c, "traefik", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, in := range got {
+		status[in.ID] = in.Status
+	}
+	if status["a1"] != "critical" || status["a2"] != "warning" {
+		t.Errorf("statuses %v, want a1 critical (node down), a2 warning (node check)", status)
+	}
+}
+
+// checksCatalog serves fixed instances (one service) and checks.
+type checksCatalog struct {
+	insts  []Instance
+	checks api.HealthChecks
+}
+
+func (c checksCatalog) Services(context.Context, uint64, time.Duration) (map[string][]string, uint64, error) {
+	return map[string][]string{c.insts[0].Name: c.insts[0].Tags}, 1, nil
+}
+func (c checksCatalog) HealthIndex(context.Context, uint64, time.Duration) (uint64, error) {
+	return 1, nil
+}
+func (c checksCatalog) Nodes(context.Context) ([]string, error) { return []string{"n1", "n2"}, nil }
+func (c checksCatalog) NodeInstances(_ context.Context, node string) ([]Instance, error) {
+	var out []Instance
+	for _, in := range c.insts {
+		if in.Node == node {
+			out = append(out, in)
+		}
+	}
+	return out, nil
+}
+func (c checksCatalog) ServiceInstances(context.Context, string) ([]Instance, error) {
+	return c.insts, nil
+}
+func (c checksCatalog) Checks(context.Context) (api.HealthChecks, error) { return c.checks, nil }
+
 func TestFetchFailsWhole(t *testing.T) {
 	f := newFake()
 	for i := range 20 {
 		name := fmt.Sprintf("svc%02d", i)
-		f.services[name] = []Instance{inst(name, name, "127.0.0.1", 1, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)")}
+		in := inst(name, name, "127.0.0.1", 1, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)")
+		in.Node = name
+		f.services[name] = []Instance{in}
 	}
 	f.delay = time.Millisecond
 	go func() { time.Sleep(3 * time.Millisecond); f.setDown(true) }()
