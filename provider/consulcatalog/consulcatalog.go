@@ -10,11 +10,15 @@
 // instance, decoded by the same labels.Decode as Docker labels (see build for
 // the rules). The provider watches the catalog with blocking queries on
 // /v1/catalog/services and /v1/health/state/any (so registrations,
-// deregistrations, tag changes and health changes all wake it), re-reads
-// every service on each wake-up and sends one complete Message. When the
-// agent cannot be read it sends a Message with Err (the watcher keeps the
-// last good configuration serving), backs off, and sends a full snapshot as
-// soon as the agent answers again.
+// deregistrations, tag changes and health changes all wake it), re-reads the
+// whole catalog on each wake-up (see fetch: per node or per tagged service,
+// whichever takes fewer requests, plus one checks query) and sends one
+// complete Message, unless it equals the last one sent. With watch=false it
+// polls every refreshInterval instead; with watch=true refreshInterval is a
+// resync period. When the agent cannot be read it sends a Message with Err
+// (the watcher keeps the last good configuration serving), backs off (100 ms
+// doubling to 1 s), and sends a full snapshot as soon as the agent answers
+// again.
 package consulcatalog
 
 import (
