@@ -1,0 +1,177 @@
+package check
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/check")
+
+// goldenDir holds one input per case (dynamic .yml/.toml, .labels, compose
+// .yml) and NAME.golden.json: the report and the exit status.
+var goldenDir = filepath.Join("..", "testdata", "check")
+
+type golden struct {
+	Exit   int     `json:"exit"`
+	Report *Report `json:"report"`
+}
+
+func TestGolden(t *testing.T) {
+	entries, err := os.ReadDir(goldenDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || strings.HasSuffix(name, ".golden.json") {
+			continue
+		}
+		n++
+		t.Run(name, func(t *testing.T) {
+			in := filepath.Join(goldenDir, name)
+			rep := Files([]string{in}, DefaultOptions())
+			g := golden{Report: rep}
+			if rep.Failed() {
+				g.Exit = 1
+			}
+			got, err := json.MarshalIndent(g, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			path := filepath.Join(goldenDir, strings.TrimSuffix(name, filepath.Ext(name))+".golden.json")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./check -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("report differs from %s:\n%s", path, got)
+			}
+			// Every problem is placed: a file, and a key or line.
+			for _, p := range rep.Problems {
+				if p.File == "" || (p.Key == "" && p.Line == 0) {
+					t.Errorf("problem without a location: %+v", p)
+				}
+			}
+		})
+	}
+	if n < 9 {
+		t.Fatalf("only %d golden cases found in %s", n, goldenDir)
+	}
+}
+
+// One assertion per problem class of issue 6, so that a golden file
+// rewritten with -update cannot silently lose one.
+func TestProblemClasses(t *testing.T) {
+	for _, tc := range []struct {
+		file, key, message, severity string
+		line                         int
+		exit                         bool
+	}{
+		{"unknown-key.yml", "tcp.routers.db.servce", `unknown key "servce"`, SeverityError, 6, true},
+		{"bad-value.yml", "tcp.middlewares.limit.inFlightConn.amount", `parsing "ten"`, SeverityError, 5, true},
+		{"amount-zero.yml", "tcp.middlewares.nobody.inFlightConn.amount", "amount is 0", SeverityWarning, 11, false},
+		{"hostsni-no-tls.labels", "traefik.tcp.routers.web.rule", "add tls.passthrough=true", SeverityError, 2, true},
+		{"missing-refs.toml", "tcp.routers.db.service", `service "postgres@file" does not exist`, SeverityError, 0, true},
+		{"missing-refs.toml", "tcp.routers.db.middlewares", `middleware "allow@docker" does not exist`, SeverityError, 0, true},
+		{"allowlist-nothing.labels", "traefik.tcp.middlewares.office.ipallowlist.sourcerange", "sourceRange", SeverityError, 3, true},
+		{"extensions.yml", "tcp.middlewares.wide.inFlightConn.ipv6Subnet", "ipv6Subnet 200", SeverityError, 17, true},
+		{"compose-problems.yml", "traefik.tcp.routers.pg.entrypoint", "unknown key", SeverityError, 7, true},
+		{"compose-problems.yml", "traefik.tcp.middlewares.cache-limit.inflightconn.amount", "must not be negative", SeverityError, 12, true},
+		{"compose-problems.yml", "traefik.tcp.routers.tls.rule", "add tls.passthrough=true", SeverityError, 16, true},
+	} {
+		rep := Files([]string{filepath.Join(goldenDir, tc.file)}, DefaultOptions())
+		if rep.Failed() != tc.exit {
+			t.Errorf("%s: Failed() = %v, want %v", tc.file, rep.Failed(), tc.exit)
+		}
+		found := false
+		for _, p := range rep.Problems {
+			if p.Key == tc.key && strings.Contains(p.Message, tc.message) && p.Severity == tc.severity && p.Line == tc.line {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no %s at %s line %d mentioning %q in %+v", tc.file, tc.severity, tc.key, tc.line, tc.message, rep.Problems)
+		}
+	}
+}
+
+func TestComposeServicesAreLocated(t *testing.T) {
+	rep := Files([]string{filepath.Join(goldenDir, "compose-problems.yml")}, DefaultOptions())
+	services := map[string]bool{}
+	for _, p := range rep.Problems {
+		services[p.Service] = true
+	}
+	for _, s := range []string{"typo", "badvalue", "sni", "swarm"} {
+		if !services[s] {
+			t.Errorf("no problem names compose service %q: %+v", s, rep.Problems)
+		}
+	}
+}
+
+func TestShippedComposePasses(t *testing.T) {
+	rep := Files([]string{filepath.Join("..", "docker-compose.yml")}, Options{ExposedByDefault: false})
+	if rep.Failed() || len(rep.Problems) != 0 {
+		t.Fatalf("the shipped docker-compose.yml has problems: %+v", rep.Problems)
+	}
+	for _, r := range []string{"limited@docker", "guarded@docker"} {
+		if rep.Status.Routers[r] != "enabled" {
+			t.Errorf("router %s: status %q, want enabled", r, rep.Status.Routers[r])
+		}
+	}
+}
+
+func TestCleanComposeMapAndListForms(t *testing.T) {
+	rep := Files([]string{filepath.Join(goldenDir, "compose-clean.yml")}, DefaultOptions())
+	if rep.Failed() || len(rep.Problems) != 0 {
+		t.Fatalf("problems: %+v", rep.Problems)
+	}
+	// List form, automatic service named <service>-<project>, port from expose.
+	if s := rep.TCP.Services["postgres-shop@docker"]; s == nil || s.LoadBalancer.Servers[0].Address != "postgres:5432" {
+		t.Errorf("automatic service: %+v", rep.TCP.Services)
+	}
+	// Map form, label port.
+	if s := rep.TCP.Services["cache@docker"]; s == nil || s.LoadBalancer.Servers[0].Address != "redis:6379" {
+		t.Errorf("labelled service: %+v", rep.TCP.Services["cache@docker"])
+	}
+	if m := rep.TCP.Middlewares["pg-limit@docker"]; m == nil || !m.InFlightConn.DryRun || m.InFlightConn.Amount != 10 {
+		t.Errorf("dryRun label: %+v", m)
+	}
+}
+
+// Files from several providers merge as the watcher merges them: a label
+// router can use a file middleware with @file.
+func TestSeveralFilesCrossProvider(t *testing.T) {
+	dir := t.TempDir()
+	dyn := filepath.Join(dir, "dynamic.yml")
+	lbl := filepath.Join(dir, "db.labels")
+	if err := os.WriteFile(dyn, []byte("tcp:\n  middlewares:\n    shared:\n      inFlightConn:\n        amount: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lbl, []byte("traefik.tcp.routers.db.rule=HostSNI(`*`)\ntraefik.tcp.routers.db.middlewares=shared@file\ntraefik.tcp.services.db.loadbalancer.server.port=5432\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := Files([]string{dyn, lbl}, DefaultOptions())
+	if rep.Failed() || len(rep.Problems) != 0 || rep.Status.Routers["db@docker"] != "enabled" {
+		t.Fatalf("report %+v", rep)
+	}
+	rep = Files([]string{lbl}, DefaultOptions())
+	if !rep.Failed() {
+		t.Fatal("the label file alone references a missing middleware: want a failure")
+	}
+	rep = Files([]string{lbl}, Options{EntryPoints: []string{"web"}, ExposedByDefault: false})
+	if len(rep.Problems) != 0 || len(rep.TCP.Routers) != 0 {
+		t.Fatalf("exposedByDefault=false must skip a container without traefik.enable: %+v", rep)
+	}
+}
