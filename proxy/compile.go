@@ -209,6 +209,9 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 		counters: c.st.ServiceCounters(name),
 		log:      c.log.With().Str("service", name).Logger(),
 	}
+	if o := c.st.connObservers(); o.any() {
+		h.obs = &connObserver{st: c.st, log: o.AccessLog, metrics: o.Metrics}
+	}
 	h.dialer.Timeout = DialTimeout
 	h.dialer.KeepAlive = -1 // backends are near; like nginx and HAProxy, no probes (and 4 fewer syscalls per dial)
 	if lb.ProxyProtocol != nil {
@@ -330,6 +333,7 @@ func (c *compiler) router(name string, r *config.TCPRouter, info *RouterInfo) *r
 		prio = len(r.Rule)
 	}
 	var open *atomic.Int64 = c.st.RouterOpen(name)
+	c.st.RouterCounters(name) // so that /metrics lists the router before its first connection ends
 	return &route{name: name, rule: ru, priority: prio, handler: h, open: open}
 }
 

@@ -87,6 +87,9 @@ type State struct {
 	services map[string]*ServiceCounters
 	routers  map[string]*atomic.Int64
 	log      zerolog.Logger
+
+	observers   ConnObservers // what closed connections report (accesslog.go)
+	routerStats routerStats   // per-router bytes and durations (metrics_conn.go)
 }
 
 // NewState returns empty state logging through log.

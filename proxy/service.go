@@ -38,6 +38,7 @@ type loadBalancer struct {
 	counters *ServiceCounters
 	dialer   net.Dialer
 	log      zerolog.Logger
+	obs      *connObserver // nil unless an access log or metrics observe connection ends
 }
 
 var _ tcp.Handler = (*loadBalancer)(nil)
@@ -61,6 +62,10 @@ func (lb *loadBalancer) pick() int {
 
 // ServeTCP dials a backend and starts copying; it returns once the copiers run.
 func (lb *loadBalancer) ServeTCP(c *tcp.Conn) {
+	var began time.Time
+	if lb.obs != nil {
+		began = time.Now()
+	}
 	backend := lb.dial(c)
 	if backend == nil {
 		c.Reject()
@@ -69,6 +74,11 @@ func (lb *loadBalancer) ServeTCP(c *tcp.Conn) {
 	if !lb.preamble(c, backend) {
 		_ = backend.Close()
 		c.Reject()
+		return
+	}
+	if lb.obs != nil {
+		op := &observedPair{pair: pair{c: c, backend: backend, delay: lb.delay}, began: began, obs: lb.obs, svc: lb.name}
+		op.startObserved()
 		return
 	}
 	p := &pair{c: c, backend: backend, delay: lb.delay}

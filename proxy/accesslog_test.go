@@ -1,0 +1,187 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/config"
+)
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Split(strings.TrimSpace(s.b.String()), "\n")
+}
+
+func (s *syncBuffer) empty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len() == 0
+}
+
+// exchange writes msg, reads as many bytes back from the echo backend and
+// closes the connection.
+func exchange(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.WriteString(c, msg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, len(msg))); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+}
+
+// One JSON line per closed proxied connection, with every field; rejected
+// connections are counted, not logged; per-router bytes and durations are
+// counted when metrics are on.
+func TestAccessLogAndRouterCounters(t *testing.T) {
+	be := startBackend(t, "")
+	s := newTestServer(t, "tcp")
+	var buf syncBuffer
+	al := zerolog.New(&buf)
+	s.State().SetConnObservers(ConnObservers{AccessLog: &al, Metrics: true})
+	apply(s, "file", singleRouter(be.addr(), map[string]*config.TCPMiddleware{"one": limitMW(1)}, "one"))
+	addr := s.addr("tcp")
+
+	c1, ok := dialFrom(t, "127.0.0.1", addr) // ping: 1 byte each way
+	if !ok {
+		t.Fatal("first connection not forwarded")
+	}
+	if _, ok := dialFrom(t, "127.0.0.1", addr); ok {
+		t.Fatal("second connection from 127.0.0.1 forwarded with amount 1")
+	}
+	exchange(t, c1, "hello") // 5 more bytes each way
+	c2, ok := dialFrom(t, "127.0.0.2", addr)
+	if !ok {
+		t.Fatal("127.0.0.2 not forwarded")
+	}
+	exchange(t, c2, "0123456789")
+
+	waitFor(t, "two access log lines", func() bool { return !buf.empty() && len(buf.lines()) >= 2 })
+	waitFor(t, "router counters", func() bool {
+		n, _, _ := s.State().RouterCounters("r@file").Duration.Snapshot()
+		return n == 2
+	})
+	lines := buf.lines()
+	if len(lines) != 2 {
+		t.Fatalf("%d access log lines, want 2 (the rejection must not be logged):\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	byClient := map[string]map[string]any{}
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("access log line is not JSON: %q", l)
+		}
+		byClient[m["client_ip"].(string)] = m
+	}
+	for ip, want := range map[string]float64{"127.0.0.1": 6, "127.0.0.2": 11} {
+		m := byClient[ip]
+		if m == nil {
+			t.Fatalf("no line for %s: %v", ip, lines)
+		}
+		if m["entrypoint"] != "tcp" || m["router"] != "r@file" || m["service"] != "s@file" || m["server"] != be.addr() || m["end"] != "closed" {
+			t.Errorf("%s: fields %v", ip, m)
+		}
+		if m["bytes_in"] != want || m["bytes_out"] != want {
+			t.Errorf("%s: bytes_in %v bytes_out %v, want %v each", ip, m["bytes_in"], m["bytes_out"], want)
+		}
+		if d, ok := m["duration_ms"].(float64); !ok || d <= 0 || d > 10000 {
+			t.Errorf("%s: duration_ms %v", ip, m["duration_ms"])
+		}
+		if _, ok := m["client_port"].(float64); !ok {
+			t.Errorf("%s: no client_port", ip)
+		}
+	}
+	rc := s.State().RouterCounters("r@file")
+	if in, out := rc.BytesIn.Load(), rc.BytesOut.Load(); in != 17 || out != 17 {
+		t.Errorf("router bytes in %d out %d, want 17 and 17", in, out)
+	}
+	n, sum, buckets := rc.Duration.Snapshot()
+	if n != 2 || sum <= 0 || buckets[DurationBuckets[len(DurationBuckets)-1]] != 2 {
+		t.Errorf("duration histogram: count %d sum %v buckets %v", n, sum, buckets)
+	}
+}
+
+// Without observers a load balancer has none: the fast path stays as it was.
+func TestNoObserversByDefault(t *testing.T) {
+	be := startBackend(t, "")
+	s := newTestServer(t, "tcp")
+	apply(s, "file", singleRouter(be.addr(), nil))
+	c, ok := dialFrom(t, "127.0.0.1", s.addr("tcp"))
+	if !ok {
+		t.Fatal("not forwarded")
+	}
+	exchange(t, c, "abc")
+	waitFor(t, "router gauge back to 0", func() bool { return s.State().RouterOpen("r@file").Load() == 0 })
+	if in := s.State().RouterCounters("r@file").BytesIn.Load(); in != 0 {
+		t.Fatalf("bytes counted without metrics: %d", in)
+	}
+	if got := lbOf(t, s, "s@file").obs; got != nil {
+		t.Fatalf("load balancer has observers %+v without any configured", got)
+	}
+}
+
+// lbOf compiles the running configuration again (same State) and returns
+// the load balancer behind the first route of the entry point "tcp", which
+// must have no middleware.
+func lbOf(t *testing.T, s *Server, _ string) *loadBalancer {
+	t.Helper()
+	cfg := &config.TCPConfiguration{Routers: map[string]*config.TCPRouter{}, Services: map[string]*config.TCPService{}}
+	for n, ri := range s.Runtime().Routers {
+		cfg.Routers[n] = ri.TCPRouter
+	}
+	for n, si := range s.Runtime().Services {
+		cfg.Services[n] = si.TCPService
+	}
+	tables, _ := Compile(cfg, []string{"tcp"}, s.State(), zerolog.Nop())
+	h := tables["tcp"].routes[0].handler
+	if a, ok := h.(async); ok {
+		h = a.h
+	}
+	lb, ok := h.(*loadBalancer)
+	if !ok {
+		t.Fatalf("route handler %T is not a load balancer", h)
+	}
+	return lb
+}
+
+func TestDurationHistogramBuckets(t *testing.T) {
+	var h DurationHistogram
+	h.Observe(time.Millisecond)     // <= 0.005
+	h.Observe(2 * time.Second)      // <= 5
+	h.Observe(5 * time.Second)      // <= 5 (upper bounds are inclusive)
+	h.Observe(10 * time.Hour)       // +Inf
+	h.Observe(-1 * time.Nanosecond) // a clock step: counted, adds nothing to the sum
+	n, sum, b := h.Snapshot()
+	if n != 5 {
+		t.Fatalf("count %d, want 5", n)
+	}
+	if want := 0.001 + 2 + 5 + 36000; sum < want-1e-6 || sum > want+1e-6 {
+		t.Fatalf("sum %v, want %v", sum, want)
+	}
+	if b[0.005] != 2 || b[1] != 2 || b[5] != 4 || b[14400] != 4 {
+		t.Fatalf("cumulative buckets %v", b)
+	}
+}
