@@ -250,9 +250,16 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 			}
 			delay := p.timing.backoff(retries)
 			ev.Err(err).Dur("retry_in", delay).Msg("Cannot read the Consul catalog; keeping the last configuration")
+			// One Err per outage: the watcher keeps the last configuration
+			// and shows the error until the next snapshot; the retries that
+			// follow would only repeat it (they are logged at debug level).
+			report := !failing
 			failing = true
 			retries++
 			retry.Reset(delay)
+			if !report {
+				return true
+			}
 			return send(ctx, out, provider.Message{ProviderName: Name, Err: err})
 		}
 		if failing {
