@@ -5,8 +5,10 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
-	"sort"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -112,30 +114,70 @@ type named struct {
 	Provider string `json:"provider"`
 }
 
-func (s Sources) items(k kind) map[string]any {
+// serviceType adds Traefik's service type ("loadbalancer" or "weighted").
+type serviceType struct {
+	Type string `json:"type,omitempty"`
+}
+
+// item is one resource of a list: its JSON value and what the query
+// parameters filter and sort on.
+type item struct {
+	value  any
+	name   string
+	status string
+	fields map[string]string // sortBy field -> value (besides name and status)
+	prio   int               // routers: priority (sortBy=priority sorts numerically)
+}
+
+func (s Sources) items(k kind) map[string]item {
 	rt := s.Server.Runtime()
-	out := map[string]any{}
+	out := map[string]item{}
 	switch k {
 	case kindRouters:
 		for n, v := range rt.Routers {
-			out[n] = struct {
-				*proxy.RouterInfo
-				named
-			}{v, nameOf(n)}
+			nm := nameOf(n)
+			out[n] = item{
+				value: struct {
+					*proxy.RouterInfo
+					named
+				}{v, nm},
+				name: n, status: v.Status, prio: v.Priority,
+				fields: map[string]string{"provider": nm.Provider, "rule": v.Rule, "service": v.Service,
+					"entryPoints": strings.Join(v.EntryPoints, ","), "middlewares": strings.Join(v.Middlewares, ",")},
+			}
 		}
 	case kindServices:
 		for n, v := range s.withHealth(rt) {
-			out[n] = struct {
-				*proxy.ServiceInfo
-				named
-			}{v, nameOf(n)}
+			nm := nameOf(n)
+			typ := ""
+			servers := 0
+			switch {
+			case v.LoadBalancer != nil:
+				typ, servers = "loadbalancer", len(v.LoadBalancer.Servers)
+			case v.Weighted != nil:
+				typ, servers = "weighted", len(v.Weighted.Services)
+			}
+			out[n] = item{
+				value: struct {
+					*proxy.ServiceInfo
+					named
+					serviceType
+				}{v, nm, serviceType{typ}},
+				name: n, status: v.Status, prio: servers,
+				fields: map[string]string{"provider": nm.Provider, "type": typ},
+			}
 		}
 	case kindMiddlewares:
 		for n, v := range s.withLive(rt, s.TopLimit) {
-			out[n] = struct {
-				*proxy.MiddlewareInfo
-				named
-			}{v, nameOf(n)}
+			nm := nameOf(n)
+			out[n] = item{
+				value: struct {
+					*proxy.MiddlewareInfo
+					named
+				}{v, nm},
+				name: n, status: v.Status,
+				fields: map[string]string{"provider": nm.Provider, "type": strings.ToLower(v.Type)},
+			}
 		}
 	}
 	return out
@@ -146,31 +188,152 @@ func nameOf(q string) named {
 	return named{Name: q, Provider: prov}
 }
 
+// sortFields lists the sortBy values each list accepts (besides name and status).
+var sortFields = map[kind][]string{
+	kindRouters:     {"provider", "rule", "service", "priority", "entryPoints", "middlewares"},
+	kindServices:    {"provider", "type", "servers"},
+	kindMiddlewares: {"provider", "type"},
+}
+
+// Pagination defaults, as in Traefik's API.
+const (
+	defaultPerPage = 100
+	nextPageHeader = "X-Next-Page"
+)
+
+// list serves a list endpoint with Traefik's query parameters: search (a
+// case-insensitive substring of the qualified name), status, serviceName and
+// middlewareName (routers), sortBy and direction (asc|desc), page and
+// per_page. X-Next-Page holds the next page number, 1 on the last page. A bad
+// parameter is a 400 naming it; a page past the end is a 400 too (as in Traefik).
 func (s Sources) list(k kind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		items := s.items(k)
-		names := make([]string, 0, len(items))
-		for n := range items {
-			names = append(names, n)
+		q := r.URL.Query()
+		search := strings.ToLower(q.Get("search"))
+		status := q.Get("status")
+		switch status {
+		case "", proxy.StatusEnabled, proxy.StatusWarning, proxy.StatusDisabled:
+		default:
+			writeError(w, http.StatusBadRequest, "status="+strconv.Quote(status)+": want enabled, warning or disabled")
+			return
 		}
-		sort.Strings(names)
-		out := make([]any, 0, len(names))
-		for _, n := range names {
-			out = append(out, items[n])
+		sortBy := q.Get("sortBy")
+		if sortBy == "" {
+			sortBy = "name"
 		}
+		if sortBy != "name" && sortBy != "status" && !slices.Contains(sortFields[k], sortBy) {
+			writeError(w, http.StatusBadRequest, "sortBy="+strconv.Quote(sortBy)+": want one of name, status, "+strings.Join(sortFields[k], ", "))
+			return
+		}
+		desc := false
+		switch d := q.Get("direction"); d {
+		case "", "asc":
+		case "desc":
+			desc = true
+		default:
+			writeError(w, http.StatusBadRequest, "direction="+strconv.Quote(d)+": want asc or desc")
+			return
+		}
+		page, err := intParam(q, "page", 1)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		perPage, err := intParam(q, "per_page", defaultPerPage)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		svcName, mwName := q.Get("serviceName"), q.Get("middlewareName")
+
+		var sel []item
+		for _, it := range s.items(k) {
+			if search != "" && !strings.Contains(strings.ToLower(it.name), search) {
+				continue
+			}
+			if status != "" && it.status != status {
+				continue
+			}
+			if k == kindRouters {
+				if svcName != "" && it.fields["service"] != svcName {
+					continue
+				}
+				if mwName != "" && !slices.Contains(strings.Split(it.fields["middlewares"], ","), mwName) {
+					continue
+				}
+			}
+			sel = append(sel, it)
+		}
+		slices.SortFunc(sel, func(a, b item) int {
+			c := 0
+			switch sortBy {
+			case "name":
+			case "status":
+				c = strings.Compare(a.status, b.status)
+			case "priority", "servers":
+				c = cmpInt(a.prio, b.prio)
+			default:
+				c = strings.Compare(a.fields[sortBy], b.fields[sortBy])
+			}
+			if c == 0 {
+				c = strings.Compare(a.name, b.name)
+			}
+			if desc {
+				c = -c
+			}
+			return c
+		})
+		start := (page - 1) * perPage
+		if start != 0 && start >= len(sel) {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("page %d with per_page %d is past the end (%d items)", page, perPage, len(sel)))
+			return
+		}
+		end := min(start+perPage, len(sel))
+		next := 1
+		if page*perPage < len(sel) {
+			next = page + 1
+		}
+		out := make([]any, 0, end-start)
+		for _, it := range sel[start:end] {
+			out = append(out, it.value)
+		}
+		w.Header().Set(nextPageHeader, strconv.Itoa(next))
 		writeJSON(w, http.StatusOK, out)
 	}
+}
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// intParam reads a positive integer query parameter, def when absent.
+func intParam(q url.Values, key string, def int) (int, error) {
+	v := q.Get(key)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s=%q: want a positive integer", key, v)
+	}
+	return n, nil
 }
 
 func (s Sources) detail(k kind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		v, ok := s.items(k)[name]
+		it, ok := s.items(k)[name]
 		if !ok {
 			writeError(w, http.StatusNotFound, strconv.Quote(name)+" not found")
 			return
 		}
-		writeJSON(w, http.StatusOK, v)
+		writeJSON(w, http.StatusOK, it.value)
 	}
 }
 

@@ -14,7 +14,9 @@ import (
 
 // MetricsHandler serves Prometheus metrics read, at scrape time, from the
 // counters the data plane keeps anyway: nothing is done per connection for
-// metrics beyond those atomic adds.
+// metrics beyond those atomic adds. Per-router bytes and durations are
+// counted when a connection closes, and only when the server's State has
+// ConnObservers.Metrics set (main.go sets it with --metrics.prometheus).
 func MetricsHandler(srv *proxy.Server, w *provider.Watcher) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -35,7 +37,18 @@ var (
 	descLastReload = prometheus.NewDesc("tollgate_config_last_reload_timestamp_seconds", "When the last configuration was applied.", nil, nil)
 	descProvider   = prometheus.NewDesc("tollgate_provider_up", "1 when the provider reads its source, 0 when it reports an error.", []string{"provider"}, nil)
 	descProvUpd    = prometheus.NewDesc("tollgate_provider_updates_total", "Configurations received from the provider.", []string{"provider"}, nil)
+	descProvState  = prometheus.NewDesc("tollgate_provider_state", "1 for the provider's current state (starting|ok|error), 0 for the others.", []string{"provider", "state"}, nil)
+	descProvOK     = prometheus.NewDesc("tollgate_provider_last_reload_success", "1 when the provider's last report was a configuration, 0 when it was an error.", []string{"provider"}, nil)
+	descProvLast   = prometheus.NewDesc("tollgate_provider_last_reload_timestamp_seconds", "When the provider last delivered a configuration.", []string{"provider"}, nil)
+	descProvErrAt  = prometheus.NewDesc("tollgate_provider_error_since_timestamp_seconds", "Since when the provider has been failing (absent while it is not).", []string{"provider"}, nil)
+	descAmount     = prometheus.NewDesc("tollgate_inflightconn_limit", "The per-client amount of an inFlightConn limiter.", []string{"middleware"}, nil)
+	descBytesIn    = prometheus.NewDesc("tollgate_router_bytes_in_total", "Bytes from clients to backends, per router, counted when a connection closes.", []string{"router"}, nil)
+	descBytesOut   = prometheus.NewDesc("tollgate_router_bytes_out_total", "Bytes from backends to clients, per router, counted when a connection closes.", []string{"router"}, nil)
+	descDuration   = prometheus.NewDesc("tollgate_router_connection_duration_seconds", "Duration of closed proxied connections, per router.", []string{"router"}, nil)
 )
+
+// providerStates are the values of tollgate_provider_state's state label.
+var providerStates = []string{"starting", "ok", "error"}
 
 type collector struct {
 	srv *proxy.Server
@@ -43,7 +56,8 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descReloads, descLastReload, descProvider, descProvUpd} {
+	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descReloads, descLastReload, descProvider, descProvUpd,
+		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descBytesIn, descBytesOut, descDuration} {
 		ch <- d
 	}
 }
@@ -62,8 +76,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		s := l.Stats()
+		// In dry run nothing is rejected: the would-be rejections keep their
+		// reason under result="would_reject".
+		result := "rejected"
+		if s.DryRun {
+			result = "would_reject"
+		}
 		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Admitted), name, "accepted", "")
-		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Rejected), name, "rejected", "inflightconn_limit")
+		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Rejected), name, result, "inflightconn_limit")
+		ch <- prometheus.MustNewConstMetric(descAmount, prometheus.GaugeValue, float64(s.Amount), name)
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(s.InFlight), name)
 		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(s.DistinctIPs), name)
 	}
@@ -79,6 +100,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descRouterOpen, prometheus.GaugeValue, float64(open), name)
 		},
 	)
+	st.EachRouterCounters(func(name string, rc *proxy.RouterCounters) {
+		ch <- prometheus.MustNewConstMetric(descBytesIn, prometheus.CounterValue, float64(rc.BytesIn.Load()), name)
+		ch <- prometheus.MustNewConstMetric(descBytesOut, prometheus.CounterValue, float64(rc.BytesOut.Load()), name)
+		count, sum, buckets := rc.Duration.Snapshot()
+		ch <- prometheus.MustNewConstHistogram(descDuration, count, sum, buckets, name)
+	})
 	n, last, _ := c.srv.Reloads()
 	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(n))
 	if n > 0 {
@@ -91,5 +118,25 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descProvider, prometheus.GaugeValue, up, s.Name)
 		ch <- prometheus.MustNewConstMetric(descProvUpd, prometheus.CounterValue, float64(s.Updates), s.Name)
+		for _, state := range providerStates {
+			v := 0.0
+			if s.State == state {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descProvState, prometheus.GaugeValue, v, s.Name, state)
+		}
+		if s.State != "starting" {
+			ok := 1.0
+			if s.State == "error" {
+				ok = 0
+			}
+			ch <- prometheus.MustNewConstMetric(descProvOK, prometheus.GaugeValue, ok, s.Name)
+		}
+		if !s.LastUpdate.IsZero() {
+			ch <- prometheus.MustNewConstMetric(descProvLast, prometheus.GaugeValue, float64(s.LastUpdate.UnixNano())/1e9, s.Name)
+		}
+		if !s.ErrorSince.IsZero() {
+			ch <- prometheus.MustNewConstMetric(descProvErrAt, prometheus.GaugeValue, float64(s.ErrorSince.UnixNano())/1e9, s.Name)
+		}
 	}
 }
