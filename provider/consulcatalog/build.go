@@ -15,10 +15,10 @@ import (
 	"github.com/tollgate-proxy/tollgate/labels"
 )
 
-// Instance is one Consul service instance as the provider reads it from the
+// instance is one Consul service instance as the provider reads it from the
 // catalog, with its aggregated health: what build needs and nothing else. The
 // JSON form is the input of the golden files under testdata/consulcatalog.
-type Instance struct {
+type instance struct {
 	// Name is the Consul service name; the automatic TCP service is named
 	// after it.
 	Name string `json:"name"`
@@ -78,8 +78,8 @@ type source struct {
 // pool their servers; same-named routers or middlewares, and services that
 // differ otherwise, must be identical or are dropped with a problem naming
 // every instance that defined them.
-func build(instances []Instance, opts buildOptions) (*config.Dynamic, []string) {
-	sorted := make([]*Instance, len(instances))
+func build(instances []instance, opts buildOptions) (*config.Dynamic, []string) {
+	sorted := make([]*instance, len(instances))
 	for i := range instances {
 		sorted[i] = &instances[i]
 	}
@@ -130,14 +130,14 @@ func build(instances []Instance, opts buildOptions) (*config.Dynamic, []string) 
 }
 
 // describe names an instance in problems.
-func describe(inst *Instance) string {
+func describe(inst *instance) string {
 	return fmt.Sprintf("consul service %q (instance %q on node %q)", inst.Name, inst.ID, inst.Node)
 }
 
 // buildInstance decodes one instance's tags. A nil src.tcp with a nil error
 // means the instance is not exposed (disabled, filtered by the constraints, or
 // without TCP tags).
-func buildInstance(inst *Instance, opts buildOptions, cache *decodeCache) (source, error) {
+func buildInstance(inst *instance, opts buildOptions, cache *decodeCache) (source, error) {
 	src := source{desc: describe(inst)}
 	prefix := opts.Prefix
 	if prefix == "" {
@@ -374,7 +374,7 @@ func tagOf(key, prefix string) string {
 // instance (<prefix>.consulcatalog.canary=true) it is suffixed with a hash of
 // its tags, so canaries do not share the production load balancer (as in
 // Traefik).
-func serviceName(inst *Instance, canary bool) string {
+func serviceName(inst *instance, canary bool) string {
 	if !canary {
 		return normalize(inst.Name)
 	}
@@ -393,7 +393,7 @@ func normalize(name string) string {
 }
 
 // addServer gives the load balancer of service name one server for inst.
-func addServer(inst *Instance, name string, svc *config.TCPService, prefix string) error {
+func addServer(inst *instance, name string, svc *config.TCPService, prefix string) error {
 	if svc == nil || svc.LoadBalancer == nil {
 		return fmt.Errorf("tcp service %q has no loadBalancer", name)
 	}

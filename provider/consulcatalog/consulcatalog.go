@@ -214,7 +214,15 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				blockingLoop(ctx, p.timing, w.query,
+				// A query that outlives its wait (plus the agent's jitter
+				// of wait/16) is stuck on a dead connection: give up on it.
+				limit := p.timing.wait + p.timing.wait/16 + 10*time.Second
+				query := func(ctx context.Context, index uint64) (uint64, error) {
+					ctx, cancel := context.WithTimeout(ctx, limit)
+					defer cancel()
+					return w.query(ctx, index)
+				}
+				blockingLoop(ctx, p.timing, query,
 					func() { signal(wake) },
 					func(err error) {
 						p.log.Debug().Err(err).Str("watch", w.what).Msg("Blocking query failed")
@@ -238,7 +246,9 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 		lastProb []string
 	)
 	refresh := func() bool {
-		insts, err := fetch(ctx, p.client, p.opts.Prefix, p.parallel)
+		fctx, cancel := context.WithTimeout(ctx, p.timing.fetchTimeout)
+		insts, err := fetch(fctx, p.client, p.opts.Prefix, p.parallel)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return false
@@ -246,7 +256,7 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 			err = fmt.Errorf("consul agent %s: %w", p.address, err)
 			ev := p.log.Debug()
 			if !failing {
-				ev = p.log.Error()
+				ev = p.log.Warn() // the watcher logs the Err at error level
 			}
 			delay := p.timing.backoff(retries)
 			ev.Err(err).Dur("retry_in", delay).Msg("Cannot read the Consul catalog; keeping the last configuration")

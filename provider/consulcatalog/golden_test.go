@@ -26,7 +26,7 @@ type goldenInput struct {
 		StrictChecks     []string `json:"strictChecks"`
 		Constraints      string   `json:"constraints"`
 	} `json:"options"`
-	Instances []Instance `json:"instances"`
+	Instances []instance `json:"instances"`
 }
 
 type goldenOutput struct {

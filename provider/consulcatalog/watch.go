@@ -20,17 +20,22 @@ type timing struct {
 	// failed query or read; it resets on the next success.
 	backoffMin time.Duration
 	backoffMax time.Duration
+	// fetchTimeout bounds one full read of the catalog, so that an agent
+	// that accepts connections but never answers is reported like one that
+	// is down.
+	fetchTimeout time.Duration
 }
 
 // defaultTiming keeps propagation well under the 200 ms the issue asks for
 // (a change wakes the loop at once; minInterval only spaces back-to-back
 // changes) and reconnects within a second of the agent coming back.
 var defaultTiming = timing{
-	wait:        5 * time.Minute,
-	minInterval: 100 * time.Millisecond,
-	jitter:      20 * time.Millisecond,
-	backoffMin:  100 * time.Millisecond,
-	backoffMax:  time.Second,
+	wait:         5 * time.Minute,
+	minInterval:  100 * time.Millisecond,
+	jitter:       20 * time.Millisecond,
+	backoffMin:   100 * time.Millisecond,
+	backoffMax:   time.Second,
+	fetchTimeout: time.Minute,
 }
 
 // backoff is the delay before retry number retries (0 for the first): the

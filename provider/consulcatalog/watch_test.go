@@ -21,11 +21,12 @@ import (
 )
 
 var fastTiming = timing{
-	wait:        time.Second,
-	minInterval: 5 * time.Millisecond,
-	jitter:      time.Millisecond,
-	backoffMin:  2 * time.Millisecond,
-	backoffMax:  10 * time.Millisecond,
+	wait:         time.Second,
+	minInterval:  5 * time.Millisecond,
+	jitter:       time.Millisecond,
+	backoffMin:   2 * time.Millisecond,
+	backoffMax:   10 * time.Millisecond,
+	fetchTimeout: time.Second,
 }
 
 // TestBlockingLoop scripts a query's answers and checks the indexes the loop
@@ -148,7 +149,7 @@ func TestBackoffCapped(t *testing.T) {
 type fakeCatalog struct {
 	mu       sync.Mutex
 	index    uint64
-	services map[string][]Instance
+	services map[string][]instance
 	down     bool
 	changed  chan struct{} // closed on every change
 
@@ -160,10 +161,10 @@ type fakeCatalog struct {
 }
 
 func newFake() *fakeCatalog {
-	return &fakeCatalog{index: 1, services: map[string][]Instance{}, changed: make(chan struct{})}
+	return &fakeCatalog{index: 1, services: map[string][]instance{}, changed: make(chan struct{})}
 }
 
-func (f *fakeCatalog) set(name string, insts ...Instance) {
+func (f *fakeCatalog) set(name string, insts ...instance) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(insts) == 0 {
@@ -273,14 +274,14 @@ func (f *fakeCatalog) Nodes(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (f *fakeCatalog) NodeInstances(ctx context.Context, node string) ([]Instance, error) {
+func (f *fakeCatalog) NodeInstances(ctx context.Context, node string) ([]instance, error) {
 	if err := f.read(ctx); err != nil {
 		return nil, err
 	}
 	f.nodeReads.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []Instance
+	var out []instance
 	for _, insts := range f.services {
 		for _, in := range insts {
 			if in.Node == node {
@@ -292,13 +293,13 @@ func (f *fakeCatalog) NodeInstances(ctx context.Context, node string) ([]Instanc
 	return out, nil
 }
 
-func (f *fakeCatalog) ServiceInstances(ctx context.Context, name string) ([]Instance, error) {
+func (f *fakeCatalog) ServiceInstances(ctx context.Context, name string) ([]instance, error) {
 	if err := f.read(ctx); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []Instance
+	var out []instance
 	for _, in := range f.services[name] {
 		in.Status = ""
 		out = append(out, in)
@@ -344,7 +345,9 @@ func testProvider(t *testing.T, c catalog, mutate func(*config.ConsulCatalogProv
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.client = c
+	if c != nil {
+		p.client = c
+	}
 	p.timing = fastTiming
 	return p
 }
@@ -445,7 +448,7 @@ func TestRunFollowsChangesAndOutages(t *testing.T) {
 
 	// Back, with a change made meanwhile: reconverges.
 	f.mu.Lock()
-	f.services["db"] = []Instance{inst("db", "db-9", "127.0.0.9", 5432, "passing", design7...)}
+	f.services["db"] = []instance{inst("db", "db-9", "127.0.0.9", 5432, "passing", design7...)}
 	f.index = 1 // index went backwards (restarted agent)
 	f.mu.Unlock()
 	start = time.Now()
@@ -502,6 +505,29 @@ func TestRunReportsAnOutageOnce(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestRunAgentThatNeverAnswers: an agent that accepts connections and never
+// answers is an outage too, reported once the read times out.
+func TestRunAgentThatNeverAnswers(t *testing.T) {
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(hang)
+	p := testProvider(t, nil, func(c *config.ConsulCatalogProvider) {
+		c.Endpoint.Address = strings.TrimPrefix(srv.URL, "http://")
+	})
+	p.timing.fetchTimeout = 200 * time.Millisecond
+	start := time.Now()
+	m := next(t, runProvider(t, p), 2*time.Second, "an Err", func(m provider.Message) bool { return m.Err != nil })
+	if d := time.Since(start); d < 150*time.Millisecond || !strings.Contains(m.Err.Error(), "deadline exceeded") {
+		t.Errorf("after %v: %v, want a deadline error after the 200ms fetch timeout", d, m.Err)
 	}
 }
 
@@ -562,9 +588,9 @@ func TestFetchReadsPerServiceBounded(t *testing.T) {
 		name := fmt.Sprintf("svc%03d", i)
 		in := inst(name, name, "127.0.0.1", 1000+i, "passing", "traefik.tcp.routers."+name+".rule=HostSNI(`*`)")
 		in.Node = fmt.Sprintf("node%03d", i) // as many nodes as services
-		f.services[name] = []Instance{in}
+		f.services[name] = []instance{in}
 	}
-	f.services["untagged"] = []Instance{{Name: "untagged", ID: "u", Node: "node000", Port: 1, Status: "passing", Tags: []string{"primary"}}}
+	f.services["untagged"] = []instance{{Name: "untagged", ID: "u", Node: "node000", Port: 1, Status: "passing", Tags: []string{"primary"}}}
 	f.delay = 2 * time.Millisecond
 	insts, err := fetch(context.Background(), f, "traefik", 8)
 	if err != nil {
@@ -592,7 +618,7 @@ func TestFetchReadsPerNodeWhenFewerNodes(t *testing.T) {
 			f.services[name] = append(f.services[name], in)
 		}
 	}
-	f.services["untagged"] = []Instance{{Name: "untagged", ID: "u", Node: "node0", Port: 1, Status: "passing", Tags: []string{"primary"}}}
+	f.services["untagged"] = []instance{{Name: "untagged", ID: "u", Node: "node0", Port: 1, Status: "passing", Tags: []string{"primary"}}}
 	insts, err := fetch(context.Background(), f, "traefik", 8)
 	if err != nil {
 		t.Fatal(err)
@@ -619,7 +645,7 @@ func TestFetchReadsPerNodeWhenFewerNodes(t *testing.T) {
 // TestFetchNodeChecks checks that a node-level check applies to every
 // instance on its node.
 func TestFetchNodeChecks(t *testing.T) {
-	insts := []Instance{
+	insts := []instance{
 		{Name: "a", ID: "a1", Node: "n1", Port: 1, Tags: []string{"traefik.tcp.routers.a.rule=HostSNI(`*`)"}},
 		{Name: "a", ID: "a2", Node: "n2", Port: 1, Tags: []string{"traefik.tcp.routers.a.rule=HostSNI(`*`)"}},
 	}
@@ -643,7 +669,7 @@ func TestFetchNodeChecks(t *testing.T) {
 
 // checksCatalog serves fixed instances (one service) and checks.
 type checksCatalog struct {
-	insts  []Instance
+	insts  []instance
 	checks api.HealthChecks
 }
 
@@ -654,8 +680,8 @@ func (c checksCatalog) HealthIndex(context.Context, uint64, time.Duration) (uint
 	return 1, nil
 }
 func (c checksCatalog) Nodes(context.Context) ([]string, error) { return []string{"n1", "n2"}, nil }
-func (c checksCatalog) NodeInstances(_ context.Context, node string) ([]Instance, error) {
-	var out []Instance
+func (c checksCatalog) NodeInstances(_ context.Context, node string) ([]instance, error) {
+	var out []instance
 	for _, in := range c.insts {
 		if in.Node == node {
 			out = append(out, in)
@@ -663,7 +689,7 @@ func (c checksCatalog) NodeInstances(_ context.Context, node string) ([]Instance
 	}
 	return out, nil
 }
-func (c checksCatalog) ServiceInstances(context.Context, string) ([]Instance, error) {
+func (c checksCatalog) ServiceInstances(context.Context, string) ([]instance, error) {
 	return c.insts, nil
 }
 func (c checksCatalog) Checks(context.Context) (api.HealthChecks, error) { return c.checks, nil }
@@ -674,7 +700,7 @@ func TestFetchFailsWhole(t *testing.T) {
 		name := fmt.Sprintf("svc%02d", i)
 		in := inst(name, name, "127.0.0.1", 1, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)")
 		in.Node = name
-		f.services[name] = []Instance{in}
+		f.services[name] = []instance{in}
 	}
 	f.delay = time.Millisecond
 	go func() { time.Sleep(3 * time.Millisecond); f.setDown(true) }()
