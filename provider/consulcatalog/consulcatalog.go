@@ -41,8 +41,8 @@ import (
 // Name is the provider's name in qualified resource names (`db@consulcatalog`).
 const Name = "consulcatalog"
 
-// DefaultParallelReads bounds the per-service reads in flight during one
-// snapshot.
+// DefaultParallelReads bounds the per-node or per-service reads in flight
+// during one snapshot.
 const DefaultParallelReads = 16
 
 // Provider is the Consul Catalog provider. Create it with New; it is used by
