@@ -10,7 +10,14 @@
 #   docker run -d -v /var/run/docker.sock:/var/run/docker.sock:ro \
 #     -p 5432:5432 -p 127.0.0.1:8080:8080 tollgate \
 #     --entryPoints.db.address=:5432 --providers.docker --api.address=:8080
+#
+# The health check asks the admin API for /ping (there is no shell or curl in
+# the image: `tollgate healthcheck` does the request) on 127.0.0.1:8080, where
+# the API listens by default and with --api.address=:8080. For another port,
+# set TOLLGATE_API_ADDRESS in the container (flags given to tollgate do not
+# reach the health check).
 FROM scratch
 COPY tollgate /tollgate
 EXPOSE 8080
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 CMD ["/tollgate", "healthcheck"]
 ENTRYPOINT ["/tollgate"]

@@ -55,6 +55,8 @@ func main() {
 			return nil
 		},
 	})
+	_ = root.AddCommand(healthcheckCommand())
+	_ = root.AddCommand(checkCommand())
 	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "-") {
 		if err := checkArgs(os.Args[1:]); err != nil {
 			fmt.Fprintln(os.Stderr, "tollgate: "+oneLine(err.Error()))
@@ -107,6 +109,13 @@ func run(cmd *config.Command) error {
 	if err != nil {
 		return err
 	}
+	obs, closeAccessLog, err := connObservers(st)
+	if err != nil {
+		srv.Shutdown(context.Background())
+		return err
+	}
+	defer closeAccessLog()
+	srv.State().SetConnObservers(obs)
 
 	watcher := &provider.Watcher{
 		Throttle: time.Duration(st.Providers.ProvidersThrottleDuration),

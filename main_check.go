@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/traefik/paerser/cli"
+
+	"github.com/tollgate-proxy/tollgate/check"
+)
+
+// checkCommand is `tollgate check [--entryPoints=a,b] [--exposedByDefault=false] FILE...`.
+func checkCommand() *cli.Command {
+	return &cli.Command{
+		Name: "check",
+		Description: `Lint dynamic configuration without running the proxy: YAML/TOML dynamic files, files of key=value
+labels, docker-compose files. Prints the resulting TCP configuration and every problem as JSON on
+stdout, one line per problem on stderr; exits 1 when a problem would keep a router from serving.
+  --entryPoints=a,b          entry points that exist (default: every one a router names)
+  --exposedByDefault=false   as the Docker provider's option: skip services without traefik.enable=true`,
+		AllowArg: true,
+		Run: func(args []string) error {
+			code, err := runCheck(args, os.Stdout, os.Stderr)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				os.Exit(code)
+			}
+			return nil
+		},
+	}
+}
+
+// runCheck runs a check and returns the exit status.
+func runCheck(args []string, stdout, stderr io.Writer) (int, error) {
+	opts := check.DefaultOptions()
+	var files []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			files = append(files, a)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch strings.ToLower(name) {
+		case "entrypoints":
+			for _, ep := range strings.Split(value, ",") {
+				if ep = strings.TrimSpace(ep); ep != "" {
+					opts.EntryPoints = append(opts.EntryPoints, ep)
+				}
+			}
+		case "exposedbydefault":
+			b := true
+			if hasValue {
+				var err error
+				if b, err = strconv.ParseBool(value); err != nil {
+					return 1, fmt.Errorf("check: --exposedByDefault=%q: want true or false", value)
+				}
+			}
+			opts.ExposedByDefault = b
+		default:
+			return 1, fmt.Errorf("check: unknown flag %q (see tollgate check --help)", a)
+		}
+	}
+	if len(files) == 0 {
+		return 1, errors.New("check: no file given: tollgate check FILE... (dynamic .yml/.toml, key=value labels, docker-compose.yml)")
+	}
+	rep := check.Files(files, opts)
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rep); err != nil {
+		return 1, err
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintln(stderr, p.String())
+	}
+	if rep.Failed() {
+		return 1, nil
+	}
+	return 0, nil
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/itest"
+)
+
+// freeEchoAddr starts an echo server on a free loopback port.
+func freeEchoAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// --accessLog.filePath: one JSON line per closed connection, none for a
+// rejection; --metrics.prometheus counts the router's bytes.
+func TestAccessLogAndRouterMetrics(t *testing.T) {
+	dir := t.TempDir()
+	be := freeEchoAddr(t)
+	dyn := filepath.Join(dir, "dynamic.yml")
+	conf := "tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [one]\n" +
+		"  middlewares:\n    one:\n      inFlightConn:\n        amount: 1\n" +
+		"  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: \"" + be + "\"\n"
+	if err := os.WriteFile(dyn, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "access.log")
+	ep := freePort(t)
+	p := start(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn,
+		"--accessLog.filePath="+logPath, "--metrics.prometheus")
+	itest.Eventually(t, 5*time.Second, func() bool { return p.status(t, "tcpRouters", "r@file") == "enabled" }, "router r@file enabled")
+
+	held := hold(t, 2, "127.0.0.1", ep) // amount 1: one forwarded, one rejected
+	if len(held) != 1 {
+		t.Fatalf("%d of 2 connections forwarded with amount 1", len(held))
+	}
+	c := held[0]
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 5)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	var lines []string
+	itest.Eventually(t, 5*time.Second, func() bool {
+		b, _ := os.ReadFile(logPath)
+		lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+		return len(b) > 0
+	}, "an access log line in %s", logPath)
+	time.Sleep(50 * time.Millisecond) // a second line, if one were wrongly written, would be there by now
+	b, _ := os.ReadFile(logPath)
+	lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("%d access log lines, want 1 (rejections are not logged):\n%s", len(lines), b)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &m); err != nil {
+		t.Fatalf("not JSON: %q", lines[0])
+	}
+	for k, want := range map[string]any{"entrypoint": "tcp", "router": "r@file", "service": "s@file", "server": be,
+		"client_ip": "127.0.0.1", "bytes_in": 6.0, "bytes_out": 6.0, "end": "closed"} {
+		if m[k] != want {
+			t.Errorf("access log %s = %v, want %v (line %s)", k, m[k], want, lines[0])
+		}
+	}
+	for _, k := range []string{"time", "duration_ms", "client_port"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("access log line lacks %s: %s", k, lines[0])
+		}
+	}
+	resp, err := http.Get("http://" + p.api + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range []string{
+		`tollgate_router_bytes_in_total{router="r@file"} 6`,
+		`tollgate_router_bytes_out_total{router="r@file"} 6`,
+		`tollgate_router_connection_duration_seconds_count{router="r@file"} 1`,
+		`tollgate_middleware_connections_total{middleware="one@file",reason="inflightconn_limit",result="rejected"} 1`,
+	} {
+		if !bytes.Contains(body, []byte(line)) {
+			t.Errorf("/metrics lacks %s", line)
+		}
+	}
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// tollgate healthcheck: 0 against a running admin API (flag or TOLLGATE_
+// variable), 1 when nothing answers.
+func TestHealthcheckCommand(t *testing.T) {
+	p := start(t, "--entryPoints.tcp.address="+freePort(t))
+	bin := itest.Binary(t)
+
+	out, err := exec.Command(bin, "healthcheck", "--api.address="+p.api).CombinedOutput()
+	if exitCode(err) != 0 || !strings.Contains(string(out), "OK") {
+		t.Fatalf("healthcheck against a running tollgate: exit %d, %s", exitCode(err), out)
+	}
+	_, port, _ := net.SplitHostPort(p.api)
+	cmd := exec.Command(bin, "healthcheck")
+	cmd.Env = append(os.Environ(), "TOLLGATE_API_ADDRESS=:"+port) // a listen address: empty host means loopback
+	if out, err := cmd.CombinedOutput(); exitCode(err) != 0 {
+		t.Fatalf("healthcheck with TOLLGATE_API_ADDRESS: exit %d, %s", exitCode(err), out)
+	}
+	dead := freePort(t)
+	out, err = exec.Command(bin, "healthcheck", "--api.address="+dead).CombinedOutput()
+	if exitCode(err) != 1 || !strings.Contains(string(out), dead) {
+		t.Fatalf("healthcheck against nothing: exit %d, %s (want 1 naming %s)", exitCode(err), out, dead)
+	}
+}
+
+// tollgate check: JSON on stdout, one located line per problem on stderr,
+// exit 1 only when a router would be disabled.
+func TestCheckCommand(t *testing.T) {
+	bin := itest.Binary(t)
+	run := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin, append([]string{"check"}, args...)...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return exitCode(err), stdout.String(), stderr.String()
+	}
+	code, out, errOut := run("testdata/check/hostsni-no-tls.labels")
+	if code != 1 || !strings.Contains(errOut, "testdata/check/hostsni-no-tls.labels:2: traefik.tcp.routers.web.rule: error:") {
+		t.Fatalf("HostSNI without TLS: exit %d, stderr %s", code, errOut)
+	}
+	var rep struct {
+		TCP      map[string]any   `json:"tcp"`
+		Problems []map[string]any `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.TCP == nil || len(rep.Problems) != 1 {
+		t.Fatalf("stdout is not the report: %v\n%s", err, out)
+	}
+	if code, _, errOut := run("testdata/check/amount-zero.yml"); code != 0 || !strings.Contains(errOut, "warning: inFlightConn.amount is 0") {
+		t.Fatalf("amount 0 is a warning: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := run("--exposedByDefault=false", "docker-compose.yml"); code != 0 || errOut != "" {
+		t.Fatalf("the shipped docker-compose.yml: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := run(); code != 1 || !strings.Contains(errOut, "no file given") {
+		t.Fatalf("no file: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := run("--colour", "x.yml"); code != 1 || !strings.Contains(errOut, `unknown flag "--colour"`) {
+		t.Fatalf("bad flag: exit %d, %s", code, errOut)
+	}
+}
