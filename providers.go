@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -17,14 +15,14 @@ func extraProviders(st *config.Static, log zerolog.Logger) ([]provider.Provider,
 	if cfg := st.Providers.Docker; cfg != nil {
 		p, err := docker.New(cfg, log)
 		if err != nil {
-			return nil, fmt.Errorf("providers.docker: %w", err)
+			return nil, err // names the option already
 		}
 		out = append(out, p)
 	}
 	if cfg := st.Providers.ConsulCatalog; cfg != nil {
 		p, err := consulcatalog.New(cfg, log)
 		if err != nil {
-			return nil, fmt.Errorf("providers.consulCatalog: %w", err)
+			return nil, err // names the option already
 		}
 		out = append(out, p)
 	}
