@@ -86,7 +86,11 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 func newLogger(cfg *config.Log) zerolog.Logger {
 	var w io.Writer = os.Stdout
 	if strings.EqualFold(cfg.Format, "console") {
-		w = zerolog.ConsoleWriter{Out: os.Stdout, TimeFormat: time.RFC3339}
+		// Colours only on a terminal: escape codes in a file or `docker logs`
+		// break grep and log shippers.
+		fi, err := os.Stdout.Stat()
+		noColor := err != nil || fi.Mode()&os.ModeCharDevice == 0
+		w = zerolog.ConsoleWriter{Out: os.Stdout, TimeFormat: time.RFC3339, NoColor: noColor}
 	}
 	level, err := zerolog.ParseLevel(strings.ToLower(cfg.Level))
 	if err != nil || cfg.Level == "" {
@@ -195,7 +199,7 @@ func run(cmd *config.Command) error {
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
 			if fileProv != nil {
-				log.Info().Msg("SIGHUP: reloading files")
+				log.Info().Str("provider", file.Name).Msg("SIGHUP: reloading files")
 				fileProv.Reload()
 			}
 			continue

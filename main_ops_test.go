@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -180,5 +181,64 @@ func TestCheckCommand(t *testing.T) {
 	}
 	if code, _, errOut := run("--colour", "x.yml"); code != 1 || !strings.Contains(errOut, `unknown flag "--colour"`) {
 		t.Fatalf("bad flag: exit %d, %s", code, errOut)
+	}
+}
+
+// Log lines about an entry point, router, service, middleware or provider
+// carry its name as a field, in JSON and in console format.
+func TestLogLinesNameTheirComponent(t *testing.T) {
+	dir := t.TempDir()
+	be := freeEchoAddr(t)
+	dyn := filepath.Join(dir, "dynamic.yml")
+	conf := "tcp:\n  routers:\n    ok:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [nobody]\n" +
+		"    broken:\n      rule: \"HostSNI(`a.test`)\"\n      service: s\n" +
+		"  middlewares:\n    nobody:\n      inFlightConn:\n        amount: 0\n" +
+		"  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: \"" + be + "\"\n"
+	if err := os.WriteFile(dyn, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ep := freePort(t)
+	p := start(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn)
+	itest.Eventually(t, 5*time.Second, func() bool { return p.status(t, "tcpRouters", "broken@file") == "disabled" }, "router broken@file disabled")
+	if len(hold(t, 1, "127.0.0.1", ep)) != 0 {
+		t.Fatal("amount 0 forwarded a connection")
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGHUP)
+	want := map[string]string{ // message prefix -> field that must name the component
+		"entry point listening":   "entrypoint",
+		"router disabled":         "router",
+		"middleware warning":      "middleware",
+		"Connection rejected":     "middleware",
+		"SIGHUP: reloading files": "provider",
+	}
+	seen := map[string]bool{}
+	itest.Eventually(t, 5*time.Second, func() bool {
+		for _, line := range strings.Split(p.out.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) != nil {
+				continue
+			}
+			msg, _ := m["message"].(string)
+			for prefix, field := range want {
+				if strings.HasPrefix(msg, prefix) {
+					if s, _ := m[field].(string); s == "" {
+						t.Fatalf("log line %q has no %s field", line, field)
+					}
+					seen[prefix] = true
+				}
+			}
+		}
+		return len(seen) == len(want)
+	}, "log lines %v (saw %v)", want, seen)
+}
+
+func TestConsoleLogFormat(t *testing.T) {
+	ep := freePort(t)
+	p := start(t, "--entryPoints.tcp.address="+ep, "--log.format=console")
+	itest.Eventually(t, 5*time.Second, func() bool {
+		return strings.Contains(p.out.String(), "entry point listening") && strings.Contains(p.out.String(), "entrypoint=tcp")
+	}, "a console line naming the entry point: %s", p.out.String())
+	if strings.Contains(p.out.String(), `{"level"`) {
+		t.Fatalf("console format wrote JSON: %s", p.out.String())
 	}
 }
