@@ -207,7 +207,7 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 		name:     name,
 		delay:    delay,
 		counters: c.st.ServiceCounters(name),
-		log:      c.log.With().Str("service", name).Logger(),
+		log:      c.log, // the service name is added at the (rare) log sites: no logger per service
 	}
 	if o := c.st.connObservers(); o.any() {
 		h.obs = &connObserver{st: c.st, log: o.AccessLog, metrics: o.Metrics}

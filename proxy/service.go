@@ -88,7 +88,7 @@ func (lb *loadBalancer) ServeTCP(c *tcp.Conn) {
 func (lb *loadBalancer) dial(c *tcp.Conn) *net.TCPConn {
 	first := lb.pick()
 	if first < 0 {
-		lb.log.Debug().Str("router", c.Router).Msg("no healthy server")
+		lb.log.Debug().Str("service", lb.name).Str("router", c.Router).Msg("no healthy server")
 		return nil
 	}
 	tried := first
@@ -106,7 +106,7 @@ func (lb *loadBalancer) dial(c *tcp.Conn) *net.TCPConn {
 			return conn.(*net.TCPConn)
 		}
 		lb.counters.DialErrors.Add(1)
-		lb.log.Warn().Err(err).Str("server", addr).Str("router", c.Router).Msg("backend dial failed")
+		lb.log.Warn().Err(err).Str("service", lb.name).Str("server", addr).Str("router", c.Router).Msg("backend dial failed")
 		tried = idx
 	}
 	return nil

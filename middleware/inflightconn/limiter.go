@@ -43,10 +43,7 @@ type Limiter struct {
 // NewLimiter returns an empty limiter admitting amount connections per key.
 // v6Bits > 0 keys IPv6 clients by their /v6Bits prefix.
 func NewLimiter(amount int64, dryRun bool, v6Bits int) *Limiter {
-	l := &Limiter{v6Bits: v6Bits}
-	for i := range l.shards {
-		l.shards[i].m = make(map[netip.Addr]int64)
-	}
+	l := &Limiter{v6Bits: v6Bits} // shard maps are made on first use
 	l.amount.Store(amount)
 	l.dryRun.Store(dryRun)
 	return l
@@ -84,6 +81,9 @@ func (l *Limiter) shard(k netip.Addr) *shard {
 func (l *Limiter) Acquire(k netip.Addr) bool {
 	s := l.shard(k)
 	s.mu.Lock()
+	if s.m == nil {
+		s.m = make(map[netip.Addr]int64)
+	}
 	n := s.m[k]
 	if n >= l.amount.Load() {
 		if !l.dryRun.Load() {
