@@ -97,7 +97,6 @@ type origin struct {
 	file    string
 	service string      // compose service, for labels
 	labels  []labelLine // the labels of that container, for label inputs
-	prefix  string      // "traefik.tcp.routers.r" or "tcp.routers.r"
 	doc     *yaml.Node  // YAML document, for file inputs
 	path    []string    // key path of the resource in doc, as written
 	isFile  bool        // a dynamic file (else labels)
@@ -199,9 +198,7 @@ func (c *checker) merge(prov string, tcp *config.TCPConfiguration, o origin) {
 	record := func(kind, name string) {
 		q := kind + "/" + provider.Qualify(name, prov)
 		if _, ok := c.origins[q]; !ok {
-			oo := o
-			oo.prefix = o.prefix + "." + kind + "." + name
-			c.origins[q] = oo
+			c.origins[q] = o
 		}
 	}
 	docker := prov == "docker"

@@ -121,13 +121,19 @@ func TestComposeServicesAreLocated(t *testing.T) {
 }
 
 func TestShippedComposePasses(t *testing.T) {
-	rep := Files([]string{filepath.Join("..", "docker-compose.yml")}, Options{ExposedByDefault: false})
-	if rep.Failed() || len(rep.Problems) != 0 {
-		t.Fatalf("the shipped docker-compose.yml has problems: %+v", rep.Problems)
-	}
-	for _, r := range []string{"limited@docker", "guarded@docker"} {
-		if rep.Status.Routers[r] != "enabled" {
-			t.Errorf("router %s: status %q, want enabled", r, rep.Status.Routers[r])
+	// As the demo runs it (exposedByDefault=false) and with the defaults.
+	for _, opts := range []Options{{ExposedByDefault: false}, DefaultOptions()} {
+		rep := Files([]string{filepath.Join("..", "docker-compose.yml")}, opts)
+		if rep.Failed() || len(rep.Problems) != 0 {
+			t.Fatalf("the shipped docker-compose.yml has problems: %+v", rep.Problems)
+		}
+		for _, r := range []string{"limited@docker", "guarded@docker"} {
+			if rep.Status.Routers[r] != "enabled" {
+				t.Errorf("router %s: status %q, want enabled", r, rep.Status.Routers[r])
+			}
+		}
+		if len(rep.TCP.Middlewares) != 3 {
+			t.Errorf("middlewares %v, want limit-3, limit-2 and private-only", rep.TCP.Middlewares)
 		}
 	}
 }

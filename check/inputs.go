@@ -39,7 +39,7 @@ func (c *checker) dynamic(path, ext, content string, doc *yaml.Node) {
 	if d.TCP == nil {
 		return
 	}
-	c.merge("file", d.TCP, origin{file: path, isFile: true, doc: doc, prefix: "tcp"})
+	c.merge("file", d.TCP, origin{file: path, isFile: true, doc: doc})
 }
 
 // labelFile checks a file of `key=value` labels (one per line, blank lines
@@ -293,7 +293,7 @@ func (c *checker) container(path, service, autoName string, ls []labelLine) {
 			}
 		}
 	}
-	c.merge("docker", tcp, origin{file: path, service: service, labels: decoded, prefix: "traefik.tcp"})
+	c.merge("docker", tcp, origin{file: path, service: service, labels: decoded})
 }
 
 // normalize is the Docker provider's name normalisation: runs of characters
