@@ -29,13 +29,13 @@ type Command struct {
 	ConfigFile string `description:"Configuration file to use (TOML or YAML)." json:"configFile,omitempty" toml:"configFile,omitempty" yaml:"configFile,omitempty"`
 }
 
-// NewCommand returns a Command with every default set.
+// NewCommand returns a Command with every default set. The admin API is off
+// unless --api, --api.address or --metrics.prometheus turns it on, so that
+// two tollgates on one host do not fight over 127.0.0.1:8080.
 func NewCommand() *Command {
 	c := &Command{}
 	c.Providers = &Providers{}
 	c.Providers.SetDefaults()
-	c.API = &API{}
-	c.API.SetDefaults()
 	c.Log = &Log{}
 	c.Log.SetDefaults()
 	return c

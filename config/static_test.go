@@ -1,0 +1,61 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/traefik/paerser/flag"
+)
+
+func TestAPIIsOptIn(t *testing.T) {
+	if NewCommand().API != nil {
+		t.Fatal("the admin API must be off unless asked for")
+	}
+	for args, want := range map[string]string{
+		"--api":                        DefaultAPIAddress,
+		"--api.address=127.0.0.1:9000": "127.0.0.1:9000",
+	} {
+		c := NewCommand()
+		if err := flag.Decode(strings.Fields(args), c); err != nil {
+			t.Fatal(err)
+		}
+		if c.API == nil || c.API.Address != want {
+			t.Fatalf("%s: API %+v, want address %s", args, c.API, want)
+		}
+	}
+}
+
+func TestValidateNamesTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		ep   string
+		want string
+	}{
+		{":99999", `entryPoints.db.address=":99999"`},
+		{"db:5432", `host "db" is not an IP address`},
+		{"5432", `entryPoints.db.address="5432"`},
+	} {
+		c := NewCommand()
+		c.EntryPoints = map[string]*EntryPoint{"db": {Address: tc.ep}}
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("address %q: error %v, want it to contain %s", tc.ep, err, tc.want)
+		}
+	}
+}
+
+func TestParsePrefix(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.0.0.1":            "10.0.0.1/32",
+		"10.1.2.3/8":          "10.0.0.0/8",
+		"::ffff:10.0.0.0/104": "10.0.0.0/8",
+		"::1":                 "::1/128",
+	} {
+		p, err := ParsePrefix(in)
+		if err != nil || p.String() != want {
+			t.Errorf("ParsePrefix(%q) = %v, %v; want %s", in, p, err, want)
+		}
+	}
+	if _, err := ParsePrefix("10.0.0.0/33"); err == nil || !strings.Contains(err.Error(), `"10.0.0.0/33"`) {
+		t.Errorf("bad CIDR error %v must name the input", err)
+	}
+}
