@@ -49,6 +49,12 @@ func Handler(src Sources) http.Handler {
 		mux.Handle("GET /metrics", src.Metrics)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			// Every endpoint is read-only: say so rather than "not found".
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: the admin API is read-only (GET)")
+			return
+		}
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path)
 	})
 	return mux

@@ -333,6 +333,15 @@ func TestListQueryParameters(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 with a message", path, code, body)
 		}
 	}
+	resp, err := http.Post(r.h.URL+"/api/tcp/routers", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 405 || !strings.Contains(string(b), `"message"`) || resp.Header.Get("Allow") == "" {
+		t.Errorf("POST /api/tcp/routers: %d %s, want 405 with a message and Allow", resp.StatusCode, b)
+	}
 	for _, path := range []string{"/api/tcp/services/nope@file", "/api/tcp/middlewares/nope@file", "/api/tcp/middlewares/nope@file/clients"} {
 		if code, body := get(t, r.h.URL+path); code != 404 || !strings.Contains(body, `"message"`) {
 			t.Errorf("%s: %d %s, want 404 with a message", path, code, body)
