@@ -7,6 +7,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
 	"github.com/tollgate-proxy/tollgate/provider/docker"
+	"github.com/tollgate-proxy/tollgate/provider/kubernetescrd"
 )
 
 // extraProviders builds the Docker and Consul Catalog providers when enabled.
@@ -21,6 +22,13 @@ func extraProviders(st *config.Static, log zerolog.Logger) ([]provider.Provider,
 	}
 	if cfg := st.Providers.ConsulCatalog; cfg != nil {
 		p, err := consulcatalog.New(cfg, log)
+		if err != nil {
+			return nil, err // names the option already
+		}
+		out = append(out, p)
+	}
+	if cfg := st.Providers.KubernetesCRD; cfg != nil {
+		p, err := kubernetescrd.New(cfg, log)
 		if err != nil {
 			return nil, err // names the option already
 		}

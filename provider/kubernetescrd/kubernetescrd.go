@@ -1,0 +1,442 @@
+package kubernetescrd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/provider"
+)
+
+// Name is the provider's name in qualified resource names (`mw@kubernetescrd`).
+const Name = "kubernetescrd"
+
+// The resources the provider watches.
+var (
+	middlewaresGVR    = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "middlewaretcps"}
+	routesGVR         = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "ingressroutetcps"}
+	servicesGVR       = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	endpointSlicesGVR = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+)
+
+// serviceIndex indexes EndpointSlices by "namespace/service" (label
+// kubernetes.io/service-name), so a build reads only the slices it needs.
+const serviceIndex = "service"
+
+// Provider watches MiddlewareTCP and IngressRouteTCP resources and the
+// Services and EndpointSlices they name. Create it with New.
+type Provider struct {
+	rest       *rest.Config
+	namespaces []string // "" alone means every namespace
+	log        zerolog.Logger
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New checks cfg and finds how to reach the API server: cfg.Endpoint (with
+// cfg.Token and cfg.CertAuthFilePath) when set, else the in-cluster service
+// account when running in a pod, else the kubeconfig named by KUBECONFIG (or
+// ~/.kube/config). It does not contact the server; Run does.
+func New(cfg *config.KubernetesCRDProvider, log zerolog.Logger) (*Provider, error) {
+	rc, err := restConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rc = rest.CopyConfig(rc)
+	rc.UserAgent = "tollgate"
+	logger := log.With().Str("provider", Name).Logger()
+	rc.WarningHandler = warningLogger{logger}
+	return &Provider{rest: rc, namespaces: namespaces(cfg.Namespaces), log: logger}, nil
+}
+
+func restConfig(cfg *config.KubernetesCRDProvider) (*rest.Config, error) {
+	switch {
+	case cfg.Endpoint != "":
+		rc := &rest.Config{Host: cfg.Endpoint, BearerToken: cfg.Token}
+		rc.TLSClientConfig.CAFile = cfg.CertAuthFilePath
+		if _, err := rest.HTTPClientFor(rc); err != nil {
+			return nil, fmt.Errorf("providers.kubernetesCRD.endpoint=%q: %w", cfg.Endpoint, err)
+		}
+		return rc, nil
+	case os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != "":
+		rc, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("providers.kubernetesCRD: in-cluster configuration: %w", err)
+		}
+		return rc, nil
+	default:
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("providers.kubernetesCRD: no endpoint set, not in a cluster, and no usable kubeconfig (KUBECONFIG=%q): %w", os.Getenv("KUBECONFIG"), err)
+		}
+		return rc, nil
+	}
+}
+
+// namespaces dedupes and sorts the configured namespaces; none (or "") means all.
+func namespaces(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, ns := range in {
+		if ns == "" || ns == metav1.NamespaceAll {
+			return []string{metav1.NamespaceAll}
+		}
+		if !seen[ns] {
+			seen[ns] = true
+			out = append(out, ns)
+		}
+	}
+	if len(out) == 0 {
+		return []string{metav1.NamespaceAll}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Name returns "kubernetescrd".
+func (p *Provider) Name() string { return Name }
+
+// informers are one namespace's (or every namespace's) caches.
+type informers struct {
+	namespace                                string
+	middlewares, routes, services, endpoints cache.SharedIndexInformer
+}
+
+func (in *informers) all() []cache.SharedIndexInformer {
+	return []cache.SharedIndexInformer{in.middlewares, in.routes, in.services, in.endpoints}
+}
+
+// Run starts an informer per resource and namespace, waits for their first
+// lists, then builds and sends a complete configuration after every change
+// (a wake-up channel of one coalesces bursts: the build that follows reads
+// everything). Until the first lists succeed, list errors (server down, CRDs
+// not installed, forbidden) are sent as Message.Err; later watch errors are
+// sent as Message.Err (the
+// last configuration keeps serving) and the relist that follows a reconnect
+// wakes the next build. Informers retry on their own
+// with backoff; Run returns when ctx is done.
+func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
+	client, err := dynamic.NewForConfig(p.rest)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	var errMu sync.Mutex
+	var lastErr error
+	onWatchError := func(gvr schema.GroupVersionResource, ns string) cache.WatchErrorHandlerWithContext {
+		return func(_ context.Context, _ *cache.Reflector, err error) {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return // a watch ending normally; the reflector resumes it
+			}
+			where := gvr.Resource
+			if ns != "" {
+				where += " in namespace " + ns
+			}
+			err = fmt.Errorf("watching %s: %w", where, err)
+			errMu.Lock()
+			lastErr = err
+			errMu.Unlock()
+			poke()
+		}
+	}
+
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	}
+	var sets []*informers
+	for _, ns := range p.namespaces {
+		in := &informers{namespace: ns}
+		mk := func(gvr schema.GroupVersionResource, indexers cache.Indexers) cache.SharedIndexInformer {
+			inf := newInformer(client, gvr, ns, indexers)
+			_ = inf.SetWatchErrorHandlerWithContext(onWatchError(gvr, ns))
+			_, _ = inf.AddEventHandler(handler)
+			return inf
+		}
+		in.middlewares = mk(middlewaresGVR, nil)
+		in.routes = mk(routesGVR, nil)
+		in.services = mk(servicesGVR, nil)
+		in.endpoints = mk(endpointSlicesGVR, cache.Indexers{serviceIndex: indexByService})
+		sets = append(sets, in)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for _, in := range sets {
+		for _, inf := range in.all() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				inf.RunWithContext(ctx)
+			}()
+		}
+	}
+
+	synced := false
+	var reported error // the last error sent, so a persisting one is sent once
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	probe := time.NewTimer(time.Second)
+	defer probe.Stop()
+	probeDue := true
+	for {
+		errMu.Lock()
+		err := lastErr
+		lastErr = nil
+		errMu.Unlock()
+		if probeDue {
+			// Informers retry refused connections silently, so ask the server
+			// directly: every second until the caches fill, slowly afterwards.
+			probeDue = false
+			if perr := p.probe(ctx, client); perr != nil {
+				err = perr
+			}
+			if synced {
+				probe.Reset(probeEvery)
+			} else {
+				probe.Reset(time.Second)
+			}
+		}
+		if !synced && allSynced(sets) {
+			synced = true
+			poll.Stop()
+			p.log.Info().Strs("namespaces", p.namespaces).Msg("Kubernetes caches synced")
+		}
+		switch {
+		case err != nil:
+			if reported == nil || err.Error() != reported.Error() {
+				reported = err
+				p.log.Warn().Err(err).Msg("Kubernetes API not readable; the last configuration keeps serving while the client retries")
+				if !send(ctx, out, provider.Message{ProviderName: Name, Err: err}) {
+					return nil
+				}
+			}
+		case synced:
+			reported = nil
+			conf, problems := p.build(sets)
+			if !send(ctx, out, provider.Message{ProviderName: Name, Configuration: conf, Problems: problems}) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-poll.C:
+		case <-probe.C:
+			probeDue = true
+		}
+	}
+}
+
+// probeEvery is how often a synced provider checks that the API server still
+// answers (informers retry refused connections without telling anyone).
+const probeEvery = 10 * time.Second
+
+// probe lists one object of each watched resource and returns the first
+// error, naming the resource and namespace.
+func (p *Provider) probe(ctx context.Context, client dynamic.Interface) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for _, ns := range p.namespaces {
+		for _, gvr := range []schema.GroupVersionResource{middlewaresGVR, routesGVR, servicesGVR, endpointSlicesGVR} {
+			if _, err := client.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+				if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+					return nil
+				}
+				where := gvr.Resource
+				if gvr.Group != "" {
+					where += "." + gvr.Group
+				}
+				if ns != "" {
+					where += " in namespace " + ns
+				}
+				return fmt.Errorf("listing %s: %w", where, err)
+			}
+		}
+	}
+	return nil
+}
+
+func allSynced(sets []*informers) bool {
+	for _, in := range sets {
+		for _, inf := range in.all() {
+			if !inf.HasSynced() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func send(ctx context.Context, out chan<- provider.Message, m provider.Message) bool {
+	select {
+	case out <- m:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// newInformer lists and watches one resource (in one namespace, or all) as
+// unstructured objects through the dynamic client, which keeps client-go's
+// typed clients and informers (every API group) out of the binary.
+func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource, ns string, indexers cache.Indexers) cache.SharedIndexInformer {
+	res := client.Resource(gvr).Namespace(ns)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return res.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return res.Watch(ctx, opts)
+		},
+	}
+	idx := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	for k, v := range indexers {
+		idx[k] = v
+	}
+	return cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, idx)
+}
+
+func indexByService(obj any) ([]string, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil
+	}
+	name := u.GetLabels()[discoveryv1.LabelServiceName]
+	if name == "" {
+		return nil, nil
+	}
+	return []string{u.GetNamespace() + "/" + name}, nil
+}
+
+// build reads the caches and runs the pure build. Resources that do not
+// decode (possible only without the CRD schema) are skipped with a problem
+// naming them.
+func (p *Provider) build(sets []*informers) (*config.Dynamic, []string) {
+	var (
+		mws      []MiddlewareTCP
+		routes   []IngressRouteTCP
+		problems []string
+	)
+	for _, in := range sets {
+		for _, obj := range in.middlewares.GetStore().List() {
+			u := obj.(*unstructured.Unstructured)
+			m := MiddlewareTCP{Namespace: u.GetNamespace(), Name: u.GetName()}
+			if err := decodeSpec(u.Object["spec"], &m.Spec); err != nil {
+				problems = append(problems, fmt.Sprintf("MiddlewareTCP %q: %v", m.Namespace+"/"+m.Name, err))
+				continue
+			}
+			mws = append(mws, m)
+		}
+		for _, obj := range in.routes.GetStore().List() {
+			u := obj.(*unstructured.Unstructured)
+			r := IngressRouteTCP{Namespace: u.GetNamespace(), Name: u.GetName()}
+			if err := decodeSpec(u.Object["spec"], &r.Spec); err != nil {
+				problems = append(problems, fmt.Sprintf("IngressRouteTCP %q: %v", r.Namespace+"/"+r.Name, err))
+				continue
+			}
+			routes = append(routes, r)
+		}
+	}
+	k := &cacheCluster{sets: sets}
+	conf, more := build(mws, routes, k)
+	problems = append(problems, k.problems...)
+	return conf, append(problems, more...)
+}
+
+// cacheCluster reads Services and EndpointSlices from the informer caches.
+type cacheCluster struct {
+	sets     []*informers
+	problems []string
+}
+
+func (c *cacheCluster) set(ns string) *informers {
+	for _, in := range c.sets {
+		if in.namespace == metav1.NamespaceAll || in.namespace == ns {
+			return in
+		}
+	}
+	return nil
+}
+
+func (c *cacheCluster) Service(ns, name string) (*corev1.Service, bool) {
+	in := c.set(ns)
+	if in == nil {
+		return nil, false
+	}
+	obj, ok, err := in.services.GetStore().GetByKey(ns + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	var svc corev1.Service
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, &svc); err != nil {
+		c.problems = append(c.problems, fmt.Sprintf("Service %q: %v", ns+"/"+name, err))
+		return nil, false
+	}
+	return &svc, true
+}
+
+func (c *cacheCluster) EndpointSlices(ns, service string) []*discoveryv1.EndpointSlice {
+	in := c.set(ns)
+	if in == nil {
+		return nil
+	}
+	objs, err := in.endpoints.GetIndexer().ByIndex(serviceIndex, ns+"/"+service)
+	if err != nil {
+		return nil
+	}
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, obj := range objs {
+		u := obj.(*unstructured.Unstructured)
+		var s discoveryv1.EndpointSlice
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &s); err != nil {
+			c.problems = append(c.problems, fmt.Sprintf("EndpointSlice %q: %v", u.GetNamespace()+"/"+u.GetName(), err))
+			continue
+		}
+		out = append(out, &s)
+	}
+	return out
+}
+
+// warningLogger logs the API server's deprecation and other warnings instead
+// of client-go's default print to stderr.
+type warningLogger struct{ log zerolog.Logger }
+
+func (w warningLogger) HandleWarningHeader(code int, agent, text string) {
+	if code != 299 || text == "" {
+		return
+	}
+	w.log.Warn().Str("agent", agent).Msg("Kubernetes API warning: " + text)
+}

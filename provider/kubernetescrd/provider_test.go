@@ -1,0 +1,67 @@
+package kubernetescrd
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/provider"
+)
+
+// TestRunReportsUnreachableServer checks that a provider whose API server
+// does not answer reports Message.Err (naming the resource) instead of
+// staying silent, and stops when its context ends.
+func TestRunReportsUnreachableServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+
+	p, err := New(&config.KubernetesCRDProvider{Endpoint: "http://" + addr, Token: "t"}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan provider.Message, 16)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, out) }()
+	select {
+	case m := <-out:
+		if m.Err == nil || !strings.Contains(m.Err.Error(), "listing ") {
+			t.Fatalf("first message = %+v, want an Err naming what it watched", m)
+		}
+		t.Logf("reported: %v", m.Err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message within 10 s from a provider whose server is down")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil after cancel", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+func TestNamespaces(t *testing.T) {
+	for _, tt := range []struct {
+		in, want []string
+	}{
+		{nil, []string{""}},
+		{[]string{"b", "a", "b"}, []string{"a", "b"}},
+		{[]string{"a", ""}, []string{""}},
+	} {
+		if got := namespaces(tt.in); strings.Join(got, ",") != strings.Join(tt.want, ",") {
+			t.Errorf("namespaces(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
