@@ -19,10 +19,12 @@ func checkCommand() *cli.Command {
 	return &cli.Command{
 		Name: "check",
 		Description: `Lint dynamic configuration without running the proxy: YAML/TOML dynamic files, files of key=value
-labels, docker-compose files. Prints the resulting TCP configuration and every problem as JSON on
-stdout, one line per problem on stderr; exits 1 when a problem would keep a router from serving.
+labels, docker-compose files, Consul service definitions (.json). Prints the resulting TCP configuration
+and every problem as JSON on stdout, one line per problem on stderr; exits 1 when a problem would keep
+a router from serving.
   --entryPoints=a,b          entry points that exist (default: every one a router names)
-  --exposedByDefault=false   as the Docker provider's option: skip services without traefik.enable=true`,
+  --exposedByDefault=false   as the Docker and Consul providers' option: skip what lacks traefik.enable=true
+  --prefix=traefik           the Consul Catalog tag prefix`,
 		AllowArg: true,
 		Run: func(args []string) error {
 			code, err := runCheck(args, os.Stdout, os.Stderr)
@@ -63,6 +65,11 @@ func runCheck(args []string, stdout, stderr io.Writer) (int, error) {
 				}
 			}
 			opts.ExposedByDefault = b
+		case "prefix":
+			if value == "" {
+				return 1, errors.New("check: --prefix needs a value, e.g. --prefix=traefik")
+			}
+			opts.Prefix = value
 		default:
 			return 1, fmt.Errorf("check: unknown flag %q (see tollgate check --help)", a)
 		}

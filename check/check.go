@@ -84,13 +84,16 @@ type Options struct {
 	// entry point a router names exists (routers without entryPoints then
 	// serve on all of them, or on one called "default" when none is named).
 	EntryPoints []string
-	// ExposedByDefault is the Docker provider's exposedByDefault for compose
-	// and label files: false skips services without traefik.enable=true.
+	// ExposedByDefault is the Docker and Consul Catalog providers'
+	// exposedByDefault: false skips containers and services without
+	// traefik.enable=true.
 	ExposedByDefault bool
+	// Prefix is the Consul Catalog tag prefix ("traefik" when empty).
+	Prefix string
 }
 
 // DefaultOptions are the providers' defaults.
-func DefaultOptions() Options { return Options{ExposedByDefault: true} }
+func DefaultOptions() Options { return Options{ExposedByDefault: true, Prefix: "traefik"} }
 
 // origin is where a resource was defined.
 type origin struct {
@@ -103,9 +106,20 @@ type origin struct {
 }
 
 // labelLine is one label with the line it was read from (0 when unknown).
+// key is the label key under the "traefik" root; shown is the key as written
+// (a Consul tag keeps its own prefix), empty when the same.
 type labelLine struct {
 	key, value string
 	line       int
+	shown      string
+}
+
+// written returns the key as the user wrote it.
+func (l *labelLine) written() string {
+	if l.shown != "" {
+		return l.shown
+	}
+	return l.key
 }
 
 // checker accumulates inputs per provider.
@@ -119,7 +133,8 @@ type checker struct {
 
 // Files checks the given files together, as one tollgate would see them
 // with a file provider reading the dynamic files and a Docker provider
-// reading the compose and label files.
+// reading the compose and label files, and a Consul Catalog provider reading
+// the Consul service definitions (.json).
 func Files(paths []string, opts Options) *Report {
 	c := &checker{opts: opts, configs: map[string]*config.Dynamic{}, origins: map[string]origin{}}
 	for _, p := range paths {
@@ -152,6 +167,13 @@ func (c *checker) file(path string) {
 		c.dynamic(path, ext, string(content), &doc)
 	case ".toml":
 		c.dynamic(path, ext, string(content), nil)
+	case ".json":
+		var doc yaml.Node // JSON is YAML: the YAML parser gives lines
+		if err := yaml.Unmarshal(content, &doc); err != nil {
+			c.add(Problem{File: path, Severity: SeverityError, Message: "not JSON: " + err.Error(), DisablesRouter: true})
+			return
+		}
+		c.consul(path, &doc)
 	default:
 		c.labelFile(path, string(content))
 	}
@@ -379,7 +401,7 @@ func (c *checker) locate(p *Problem, o origin, kind, name, field string) {
 			l := &o.labels[i]
 			k := strings.ToLower(l.key)
 			if k == want || strings.HasPrefix(k, want+".") {
-				p.Key, p.Line = l.key, l.line
+				p.Key, p.Line = l.written(), l.line
 				return
 			}
 			if first == nil && strings.HasPrefix(k, base+".") {
@@ -387,7 +409,7 @@ func (c *checker) locate(p *Problem, o origin, kind, name, field string) {
 			}
 		}
 		if first != nil {
-			p.Key, p.Line = first.key, first.line
+			p.Key, p.Line = first.written(), first.line
 		}
 		return
 	}

@@ -90,6 +90,8 @@ func TestProblemClasses(t *testing.T) {
 		{"compose-problems.yml", "traefik.tcp.routers.pg.entrypoint", "unknown key", SeverityError, 7, true},
 		{"compose-problems.yml", "traefik.tcp.middlewares.cache-limit.inflightconn.amount", "must not be negative", SeverityError, 12, true},
 		{"compose-problems.yml", "traefik.tcp.routers.tls.rule", "add tls.passthrough=true", SeverityError, 16, true},
+		{"consul-services.json", "traefik.tcp.middlewares.limit.inflightconn.amout", "unknown key", SeverityError, 22, true},
+		{"consul-services.json", "", "port is missing", SeverityError, 25, true},
 	} {
 		rep := Files([]string{filepath.Join(goldenDir, tc.file)}, DefaultOptions())
 		if rep.Failed() != tc.exit {
@@ -179,5 +181,31 @@ func TestSeveralFilesCrossProvider(t *testing.T) {
 	rep = Files([]string{lbl}, Options{EntryPoints: []string{"web"}, ExposedByDefault: false})
 	if len(rep.Problems) != 0 || len(rep.TCP.Routers) != 0 {
 		t.Fatalf("exposedByDefault=false must skip a container without traefik.enable: %+v", rep)
+	}
+}
+
+// Consul tags with a custom prefix: problems show the tag key as written.
+func TestConsulCustomPrefix(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "svc.json")
+	def := `{"service": {"name": "db", "port": 5432, "tags": [
+  "tollgate.tcp.routers.db.rule=HostSNI(` + "`db.test`" + `)",
+  "traefik.tcp.routers.ignored.rule=nonsense"
+]}}`
+	if err := os.WriteFile(path, []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := Files([]string{path}, Options{ExposedByDefault: true, Prefix: "tollgate"})
+	if !rep.Failed() || len(rep.Problems) != 1 {
+		t.Fatalf("want one router-disabling problem: %+v", rep.Problems)
+	}
+	p := rep.Problems[0]
+	if p.Key != "tollgate.tcp.routers.db.rule" || p.Line != 2 || p.Service != "db" || p.Resource != "db@consulcatalog" {
+		t.Fatalf("problem %+v", p)
+	}
+	if s := rep.TCP.Services["db@consulcatalog"]; s == nil || s.LoadBalancer.Servers[0].Address != "<node address>:5432" {
+		t.Fatalf("automatic service %+v", rep.TCP.Services)
+	}
+	if _, ok := rep.TCP.Routers["ignored@consulcatalog"]; ok {
+		t.Fatal("a tag outside the prefix was read")
 	}
 }

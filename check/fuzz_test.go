@@ -9,7 +9,7 @@ import (
 // FuzzFiles: whatever a file holds, check reports problems and never
 // panics, and a problem always names the file.
 func FuzzFiles(f *testing.F) {
-	for _, name := range []string{"compose-problems.yml", "unknown-key.yml", "missing-refs.toml", "hostsni-no-tls.labels", "extensions.yml"} {
+	for _, name := range []string{"compose-problems.yml", "unknown-key.yml", "missing-refs.toml", "hostsni-no-tls.labels", "extensions.yml", "consul-services.json"} {
 		b, err := os.ReadFile(filepath.Join(goldenDir, name))
 		if err != nil {
 			f.Fatal(err)
@@ -19,7 +19,7 @@ func FuzzFiles(f *testing.F) {
 	f.Add("services:\n  a:\n    labels: 3\n    ports: [{target: x}, \"1-2/udp\"]\n", ".yml")
 	f.Fuzz(func(t *testing.T, content, ext string) {
 		switch ext {
-		case ".yml", ".toml", ".labels":
+		case ".yml", ".toml", ".labels", ".json":
 		default:
 			ext = ".labels"
 		}

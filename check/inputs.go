@@ -61,7 +61,11 @@ func (c *checker) labelFile(path, content string) {
 		ls = append(ls, labelLine{key: strings.TrimSpace(k), value: v, line: i + 1})
 	}
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-	c.container(path, "", normalize(name), ls)
+	line := 0
+	if len(ls) > 0 {
+		line = ls[0].line
+	}
+	c.container(source{file: path, autoName: normalize(name), host: normalize(name), prov: "docker", line: line}, ls)
 }
 
 // compose checks every service of a docker-compose file as a container of
@@ -92,7 +96,7 @@ func (c *checker) compose(path string, doc *yaml.Node) {
 				}
 			}
 		}
-		c.container(path, name, normalize(name+"-"+project), withPort(ls, svc))
+		c.container(source{file: path, service: name, autoName: normalize(name + "-" + project), host: name, prov: "docker", line: services.Content[i].Line}, withPort(ls, svc))
 	}
 }
 
@@ -186,14 +190,27 @@ func composeLabels(n *yaml.Node) ([]labelLine, error) {
 	return out, nil
 }
 
-// container checks one container's labels as the Docker provider would:
-// traefik.enable and the traefik.docker.* knobs, then the traefik.tcp.*
-// labels; a container whose labels fail to decode is skipped whole. Its
-// servers point at "<compose service or file name>:<port>", since the
-// address is only known once it runs.
-func (c *checker) container(path, service, autoName string, ls []labelLine) {
+// source is one container (Docker) or service instance (Consul) whose
+// labels or tags check decodes.
+type source struct {
+	file     string
+	service  string // compose or Consul service name, for Problem.Service
+	autoName string // the provider's automatic TCP service name
+	host     string // the server's host in the shown address
+	port     string // Consul: the registered port ("" when none)
+	prov     string // "docker" or "consulcatalog"
+	line     int    // where the container or service is declared, for problems about it as a whole
+}
+
+// container checks one container's labels (or one Consul service's tags,
+// turned into labels) as the providers do: traefik.enable and the
+// traefik.docker.* knobs, then the traefik.tcp.* labels; a source whose
+// labels fail to decode is skipped whole. Servers point at
+// "<host>:<port>", since the real address is only known at run time.
+func (c *checker) container(src source, ls []labelLine) {
+	path, service := src.file, src.service
 	m := map[string]string{}
-	port := ""
+	port := src.port
 	var decoded []labelLine
 	for _, l := range ls {
 		if l.key == exposedPortKey {
@@ -203,13 +220,13 @@ func (c *checker) container(path, service, autoName string, ls []labelLine) {
 		m[l.key] = l.value
 		decoded = append(decoded, l)
 	}
-	lineOf := func(key string) int {
-		for _, l := range decoded {
-			if l.key == key {
-				return l.line
+	find := func(key string) *labelLine {
+		for i := range decoded {
+			if decoded[i].key == key {
+				return &decoded[i]
 			}
 		}
-		return 0
+		return nil
 	}
 	hasRouter := false
 	for k := range m {
@@ -217,13 +234,20 @@ func (c *checker) container(path, service, autoName string, ls []labelLine) {
 			hasRouter = true
 		}
 	}
+	what := "container"
+	if src.prov == "consulcatalog" {
+		what = "service"
+	}
 	fail := func(err error) {
-		p := Problem{File: path, Service: service, Severity: SeverityError, DisablesRouter: hasRouter,
-			Message: err.Error() + ": the container is skipped"}
+		p := Problem{File: path, Line: src.line, Service: service, Severity: SeverityError, DisablesRouter: hasRouter,
+			Message: err.Error() + ": the " + what + " is skipped"}
 		var le *labels.Error
 		if errors.As(err, &le) {
-			p.Key, p.Line = le.Key, lineOf(le.Key)
-			p.Message = le.Err.Error() + ": the container is skipped"
+			p.Key = le.Key
+			if l := find(le.Key); l != nil {
+				p.Key, p.Line = l.written(), l.line
+			}
+			p.Message = le.Err.Error() + ": the " + what + " is skipped"
 		}
 		c.add(p)
 	}
@@ -248,29 +272,30 @@ func (c *checker) container(path, service, autoName string, ls []labelLine) {
 	if tcp == nil || (len(tcp.Routers) == 0 && len(tcp.Services) == 0 && len(tcp.Middlewares) == 0) {
 		return
 	}
-	where := service
-	if where == "" {
-		where = autoName
-	}
 	if len(tcp.Routers) > 0 || len(tcp.Services) > 0 {
 		if len(tcp.Services) == 0 {
-			tcp.Services = map[string]*config.TCPService{autoName: {LoadBalancer: &config.TCPServersLoadBalancer{}}}
+			tcp.Services = map[string]*config.TCPService{src.autoName: {LoadBalancer: &config.TCPServersLoadBalancer{}}}
 		}
 		for _, name := range sortedKeys(tcp.Services) {
 			lb := tcp.Services[name].LoadBalancer
 			if lb == nil {
-				c.add(Problem{File: path, Service: service, Severity: SeverityError, DisablesRouter: hasRouter,
-					Message: fmt.Sprintf("service %q has no loadBalancer (weighted services cannot be declared in labels): the container is skipped", name)})
+				c.add(Problem{File: path, Line: src.line, Service: service, Severity: SeverityError, DisablesRouter: hasRouter,
+					Message: fmt.Sprintf("service %q has no loadBalancer (weighted services cannot be declared in labels or tags): the %s is skipped", name, what)})
 				return
 			}
 			p := port
 			if len(lb.Servers) > 0 && lb.Servers[0].Port != "" {
 				p = lb.Servers[0].Port
 			}
+			if p == "" && src.prov == "consulcatalog" {
+				c.add(Problem{File: path, Line: src.line, Service: service, Severity: SeverityError, DisablesRouter: hasRouter,
+					Message: fmt.Sprintf("tcp service %q: port is missing: register the service with a port or tag it %s.tcp.services.%s.loadbalancer.server.port=<port>: the service is skipped", name, c.prefix(), name)})
+				return
+			}
 			if p == "" {
 				p = "<lowest port the image exposes>"
 			}
-			lb.Servers = []config.TCPServer{{Address: where + ":" + p}}
+			lb.Servers = []config.TCPServer{{Address: src.host + ":" + p}}
 		}
 		for _, name := range sortedKeys(tcp.Routers) {
 			r := tcp.Routers[name]
@@ -279,21 +304,84 @@ func (c *checker) container(path, service, autoName string, ls []labelLine) {
 					r.Service = s
 				}
 			} else if r.Service == "" {
-				key := "traefik.tcp.routers." + name
-				for _, l := range decoded {
-					if strings.HasPrefix(strings.ToLower(l.key), key+".") {
-						key = l.key
-						break
-					}
-				}
-				c.add(Problem{File: path, Service: service, Key: key, Line: lineOf(key), Resource: name + "@docker", Severity: SeverityError, DisablesRouter: true,
-					Message: fmt.Sprintf("router %q has no service and the container defines %d services (%s): dropped (set traefik.tcp.routers.%s.service)",
-						name, len(tcp.Services), strings.Join(sortedKeys(tcp.Services), ", "), name)})
+				p := Problem{File: path, Service: service, Resource: name + "@" + src.prov, Severity: SeverityError, DisablesRouter: true,
+					Message: fmt.Sprintf("router %q has no service and the %s defines %d services (%s): dropped (set traefik.tcp.routers.%s.service)",
+						name, what, len(tcp.Services), strings.Join(sortedKeys(tcp.Services), ", "), name)}
+				c.locate(&p, origin{file: path, service: service, labels: decoded}, "routers", name, "")
+				c.add(p)
 				delete(tcp.Routers, name)
 			}
 		}
 	}
-	c.merge("docker", tcp, origin{file: path, service: service, labels: decoded})
+	c.merge(src.prov, tcp, origin{file: path, service: service, labels: decoded})
+}
+
+func (c *checker) prefix() string {
+	if c.opts.Prefix == "" {
+		return labels.Root
+	}
+	return c.opts.Prefix
+}
+
+// consul checks Consul service definitions, as the agent loads them from its
+// config directory ({"service": {...}} or {"services": [...]}), or a bare
+// JSON list of tags (one service named after the file): the tags are read
+// as the Consul Catalog provider reads them (<prefix>.* tags with "=" only),
+// one healthy instance per service at its address and port.
+func (c *checker) consul(path string, doc *yaml.Node) {
+	root := docRoot(doc)
+	var services []*yaml.Node
+	switch {
+	case root == nil:
+		return
+	case root.Kind == yaml.SequenceNode:
+		services = []*yaml.Node{{Kind: yaml.MappingNode, Content: []*yaml.Node{
+			{Kind: yaml.ScalarNode, Value: "name"}, {Kind: yaml.ScalarNode, Value: strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))},
+			{Kind: yaml.ScalarNode, Value: "tags"}, root,
+		}}}
+	case mapGet(root, "service") != nil:
+		services = []*yaml.Node{mapGet(root, "service")}
+	case mapGet(root, "services") != nil && mapGet(root, "services").Kind == yaml.SequenceNode:
+		services = mapGet(root, "services").Content
+	default:
+		c.add(Problem{File: path, Line: root.Line, Severity: SeverityError,
+			Message: `not a Consul service definition: want {"service": {...}}, {"services": [...]} or a list of tags`})
+		return
+	}
+	prefix := c.prefix()
+	for _, svc := range services {
+		name := scalar(mapGet(svc, "name"))
+		if name == "" {
+			c.add(Problem{File: path, Line: svc.Line, Severity: SeverityError, Message: "service without a name"})
+			continue
+		}
+		var ls []labelLine
+		if tags := mapGet(svc, "tags"); tags != nil {
+			for _, t := range tags.Content {
+				lbl := labels.TagsToLabels([]string{t.Value}, prefix)
+				for k, v := range lbl {
+					shown, _, _ := strings.Cut(t.Value, "=")
+					ls = append(ls, labelLine{key: k, value: v, line: t.Line, shown: shown})
+				}
+			}
+		}
+		host := scalar(mapGet(svc, "address"))
+		if host == "" {
+			host = "<node address>"
+		}
+		port := scalar(mapGet(svc, "port"))
+		if port == "0" {
+			port = ""
+		}
+		c.container(source{file: path, service: name, autoName: normalize(name), host: host, port: port, prov: "consulcatalog", line: svc.Line}, ls)
+	}
+}
+
+func scalar(n *yaml.Node) string {
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
 }
 
 // normalize is the Docker provider's name normalisation: runs of characters
