@@ -45,6 +45,9 @@ func Handler(src Sources) http.Handler {
 	mux.HandleFunc("GET /api/tcp/services/{name}", src.detail(kindServices))
 	mux.HandleFunc("GET /api/tcp/middlewares/{name}", src.detail(kindMiddlewares))
 	mux.HandleFunc("GET /api/tcp/middlewares/{name}/clients", src.clients)
+	mux.HandleFunc("GET /api/overview", src.overview)
+	mux.HandleFunc("GET /api/entrypoints", src.entryPoints)
+	mux.HandleFunc("GET /api/entrypoints/{name}", src.entryPoint)
 	if src.Metrics != nil {
 		mux.Handle("GET /metrics", src.Metrics)
 	}
@@ -365,6 +368,76 @@ func (s Sources) clients(w http.ResponseWriter, r *http.Request) {
 		top = n
 	}
 	writeJSON(w, http.StatusOK, l.Snapshot(top))
+}
+
+// sectionCount is Traefik's overview count of one kind of resource.
+type sectionCount struct {
+	Total    int `json:"total"`
+	Warnings int `json:"warnings"`
+	Errors   int `json:"errors"`
+}
+
+func count[V any](m map[string]V, status func(V) string) sectionCount {
+	var c sectionCount
+	for _, v := range m {
+		c.Total++
+		switch status(v) {
+		case proxy.StatusWarning:
+			c.Warnings++
+		case proxy.StatusDisabled:
+			c.Errors++
+		}
+	}
+	return c
+}
+
+// overview is Traefik's /api/overview for the TCP part: how many routers,
+// services and middlewares, with warnings and errors, and the providers.
+func (s Sources) overview(w http.ResponseWriter, _ *http.Request) {
+	rt := s.Server.Runtime()
+	var provs []string
+	for _, st := range s.Watcher.Statuses() {
+		provs = append(provs, st.Name)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"tcp": map[string]sectionCount{
+			"routers":     count(rt.Routers, func(v *proxy.RouterInfo) string { return v.Status }),
+			"services":    count(rt.Services, func(v *proxy.ServiceInfo) string { return v.Status }),
+			"middlewares": count(rt.Middlewares, func(v *proxy.MiddlewareInfo) string { return v.Status }),
+		},
+		"providers": provs,
+	})
+}
+
+// entryPointInfo is an entry point as /api/entrypoints shows it.
+type entryPointInfo struct {
+	Name     string `json:"name"`
+	Address  string `json:"address"`
+	Open     int64  `json:"openConnections"`
+	Accepted uint64 `json:"acceptedTotal"`
+	NoRoute  uint64 `json:"noRouteTotal"`
+}
+
+func epInfo(ep *proxy.EntryPoint) entryPointInfo {
+	return entryPointInfo{Name: ep.Name(), Address: ep.Addr().String(), Open: ep.Open(), Accepted: ep.Accepted(), NoRoute: ep.NoRoute()}
+}
+
+func (s Sources) entryPoints(w http.ResponseWriter, _ *http.Request) {
+	out := []entryPointInfo{}
+	for _, name := range s.Server.EntryPointNames() {
+		out = append(out, epInfo(s.Server.EntryPoint(name)))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s Sources) entryPoint(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ep := s.Server.EntryPoint(name)
+	if ep == nil {
+		writeError(w, http.StatusNotFound, "entry point "+strconv.Quote(name)+" not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, epInfo(ep))
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

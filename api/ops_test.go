@@ -333,6 +333,31 @@ func TestListQueryParameters(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 with a message", path, code, body)
 		}
 	}
+	// Traefik's overview and entry points.
+	_, body = get(t, r.h.URL+"/api/overview")
+	var ov struct {
+		TCP       map[string]struct{ Total, Warnings, Errors int } `json:"tcp"`
+		Providers []string                                         `json:"providers"`
+	}
+	if err := json.Unmarshal([]byte(body), &ov); err != nil {
+		t.Fatal(err)
+	}
+	if rt := ov.TCP["routers"]; rt.Total != 5 || rt.Errors != 2 || rt.Warnings != 0 {
+		t.Errorf("overview routers %+v", rt)
+	}
+	if mw := ov.TCP["middlewares"]; mw.Total != 2 || mw.Warnings != 1 || len(ov.Providers) != 1 || ov.Providers[0] != "file" {
+		t.Errorf("overview %s", body)
+	}
+	_, body = get(t, r.h.URL+"/api/entrypoints")
+	if !strings.Contains(body, `"name": "tcp"`) || !strings.Contains(body, `"address": "`+r.addr+`"`) {
+		t.Errorf("entry points %s", body)
+	}
+	if code, body := get(t, r.h.URL+"/api/entrypoints/tcp"); code != 200 || !strings.Contains(body, `"acceptedTotal": 0`) {
+		t.Errorf("entry point tcp: %d %s", code, body)
+	}
+	if code, _ := get(t, r.h.URL+"/api/entrypoints/nope"); code != 404 {
+		t.Errorf("entry point nope: %d, want 404", code)
+	}
 	resp, err := http.Post(r.h.URL+"/api/tcp/routers", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
