@@ -131,19 +131,42 @@ type checker struct {
 	origins map[string]origin // qualified name with kind: "routers/r@file"
 }
 
-// Files checks the given files together, as one tollgate would see them
+// Files checks the given files (a directory stands for its dynamic files)
+// together, as one tollgate would see them
 // with a file provider reading the dynamic files and a Docker provider
 // reading the compose and label files, and a Consul Catalog provider reading
 // the Consul service definitions (.json).
 func Files(paths []string, opts Options) *Report {
 	c := &checker{opts: opts, configs: map[string]*config.Dynamic{}, origins: map[string]origin{}}
 	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			c.dir(p)
+			continue
+		}
 		c.file(p)
 	}
 	return c.compile()
 }
 
 func (c *checker) add(p Problem) { c.problems = append(c.problems, p) }
+
+// dir checks the .yml, .yaml and .toml files of a directory in name order,
+// as the file provider's directory mode reads them (not recursively).
+func (c *checker) dir(path string) {
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		c.add(Problem{File: path, Severity: SeverityError, Message: err.Error(), DisablesRouter: true})
+		return
+	}
+	for _, e := range entries { // ReadDir sorts by name
+		switch strings.ToLower(filepath.Ext(e.Name())) {
+		case ".yml", ".yaml", ".toml":
+			if !e.IsDir() {
+				c.file(filepath.Join(path, e.Name()))
+			}
+		}
+	}
+}
 
 // file dispatches on the kind of input.
 func (c *checker) file(path string) {

@@ -209,3 +209,25 @@ func TestConsulCustomPrefix(t *testing.T) {
 		t.Fatal("a tag outside the prefix was read")
 	}
 }
+
+// A directory is read as the file provider's directory mode reads it: its
+// dynamic files merged, the first definition of a name kept.
+func TestDirectory(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.yml", "tcp:\n  middlewares:\n    lim:\n      inFlightConn:\n        amount: 3\n")
+	write("b.toml", "[tcp.routers.r]\n  rule = \"HostSNI(`*`)\"\n  service = \"s\"\n  middlewares = [\"lim\"]\n[[tcp.services.s.loadBalancer.servers]]\n  address = \"127.0.0.1:1\"\n")
+	write("c.yml", "tcp:\n  middlewares:\n    lim:\n      inFlightConn:\n        amount: 4\n")
+	write("notes.txt", "not=read")
+	rep := Files([]string{dir}, DefaultOptions())
+	if rep.Failed() || rep.Status.Routers["r@file"] != "enabled" || rep.TCP.Middlewares["lim@file"].InFlightConn.Amount != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	if len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Message, "defined differently") || rep.Problems[0].File != filepath.Join(dir, "c.yml") {
+		t.Fatalf("want one conflict problem in c.yml: %+v", rep.Problems)
+	}
+}
