@@ -113,12 +113,11 @@ func run(cmd *config.Command) error {
 	if err != nil {
 		return err
 	}
-	obs, closeAccessLog, err := connObservers(st)
+	obs, err := connObservers(st)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		return err
 	}
-	defer closeAccessLog()
 	srv.State().SetConnObservers(obs)
 
 	watcher := &provider.Watcher{

@@ -17,26 +17,26 @@ import (
 )
 
 // connObservers returns what closed connections report to: the access log
-// (--accessLog) and per-router metrics (--metrics.prometheus). The returned
-// function closes the access log file.
-func connObservers(st *config.Static) (proxy.ConnObservers, func(), error) {
+// (--accessLog) and per-router metrics (--metrics.prometheus). The access log
+// file stays open until the process exits: connections cut by the shutdown
+// drain end (and are logged) after Server.Shutdown returns. Each line is one
+// unbuffered write, so nothing is lost at exit.
+func connObservers(st *config.Static) (proxy.ConnObservers, error) {
 	var o proxy.ConnObservers
-	closeFn := func() {}
 	o.Metrics = st.Metrics != nil && st.Metrics.Prometheus != nil
 	if st.AccessLog != nil {
 		var w io.Writer = os.Stdout
 		if path := st.AccessLog.FilePath; path != "" {
 			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 			if err != nil {
-				return o, closeFn, fmt.Errorf("accessLog.filePath=%q: %w", path, err)
+				return o, fmt.Errorf("accessLog.filePath=%q: %w", path, err)
 			}
 			w = f
-			closeFn = func() { _ = f.Close() }
 		}
 		l := zerolog.New(w).With().Timestamp().Logger()
 		o.AccessLog = &l
 	}
-	return o, closeFn, nil
+	return o, nil
 }
 
 // healthcheckTimeout bounds the whole health check: Docker's default

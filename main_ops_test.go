@@ -242,3 +242,12 @@ func TestConsoleLogFormat(t *testing.T) {
 		t.Fatalf("console format wrote JSON: %s", p.out.String())
 	}
 }
+
+func TestAccessLogBadPath(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "missing", "access.log")
+	cmd := exec.Command(itest.Binary(t), "--entryPoints.tcp.address="+freePort(t), "--api.address="+freePort(t), "--accessLog.filePath="+bad)
+	out, err := cmd.CombinedOutput()
+	if exitCode(err) != 1 || !strings.Contains(string(out), `accessLog.filePath="`+bad+`"`) {
+		t.Fatalf("exit %d, %s: want 1 naming accessLog.filePath", exitCode(err), out)
+	}
+}
