@@ -566,7 +566,7 @@ func TestRejectionFloodLogsBoundedCountsAll(t *testing.T) {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ips[w%2])}, Timeout: 5 * time.Second}
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ips[w%2])}, Timeout: 10 * time.Second} // a full accept queue delays a SYN by 1 s, 3 s...
 			for next.Add(1) <= int64(sent) {
 				c, err := d.Dial("tcp", r.addr)
 				if err != nil {
