@@ -17,14 +17,12 @@ import (
 // checkCommand is `tollgate check [--entryPoints=a,b] [--exposedByDefault=false] FILE...`.
 func checkCommand() *cli.Command {
 	return &cli.Command{
-		Name: "check",
-		Description: `Lint dynamic configuration without running the proxy: YAML/TOML dynamic files, files of key=value
-labels, docker-compose files, Consul service definitions (.json). Prints the resulting TCP configuration
-and every problem as JSON on stdout, one line per problem on stderr; exits 1 when a problem would keep
-a router from serving.
-  --entryPoints=a,b          entry points that exist (default: every one a router names)
-  --exposedByDefault=false   as the Docker and Consul providers' option: skip what lacks traefik.enable=true
-  --prefix=traefik           the Consul Catalog tag prefix`,
+		Name:        "check",
+		Description: "Lint dynamic configuration (files, labels, compose, Consul definitions) without running the proxy.",
+		CustomHelpFunc: func(w io.Writer, _ *cli.Command) error {
+			_, err := io.WriteString(w, checkUsage)
+			return err
+		},
 		AllowArg: true,
 		Run: func(args []string) error {
 			code, err := runCheck(args, os.Stdout, os.Stderr)
@@ -38,6 +36,20 @@ a router from serving.
 		},
 	}
 }
+
+const checkUsage = `Usage: tollgate check [flags] FILE|DIR...
+
+Lint dynamic configuration without running the proxy: YAML/TOML dynamic files (a directory
+stands for its .yml/.yaml/.toml files), files of key=value labels, docker-compose files, and
+Consul service definitions (.json). Prints the resulting TCP configuration and every problem as
+JSON on stdout, one line per problem on stderr; exits 1 when a problem would keep a router from
+serving (warnings alone exit 0).
+
+Flags:
+  --entryPoints=a,b          entry points that exist (default: every one a router names)
+  --exposedByDefault=false   as the Docker and Consul providers' option: skip what lacks traefik.enable=true
+  --prefix=traefik           the Consul Catalog tag prefix
+`
 
 // runCheck runs a check and returns the exit status.
 func runCheck(args []string, stdout, stderr io.Writer) (int, error) {
