@@ -135,7 +135,7 @@ type item struct {
 	name   string
 	status string
 	fields map[string]string // sortBy field -> value (besides name and status)
-	prio   int               // routers: priority (sortBy=priority sorts numerically)
+	num    int               // the numeric sort key: a router's priority, a service's server count
 }
 
 func (s Sources) items(k kind) map[string]item {
@@ -150,7 +150,7 @@ func (s Sources) items(k kind) map[string]item {
 					*proxy.RouterInfo
 					named
 				}{v, nm},
-				name: n, status: v.Status, prio: v.Priority,
+				name: n, status: v.Status, num: v.Priority,
 				fields: map[string]string{"provider": nm.Provider, "rule": v.Rule, "service": v.Service,
 					"entryPoints": strings.Join(v.EntryPoints, ","), "middlewares": strings.Join(v.Middlewares, ",")},
 			}
@@ -172,7 +172,7 @@ func (s Sources) items(k kind) map[string]item {
 					named
 					serviceType
 				}{v, nm, serviceType{typ}},
-				name: n, status: v.Status, prio: servers,
+				name: n, status: v.Status, num: servers,
 				fields: map[string]string{"provider": nm.Provider, "type": typ},
 			}
 		}
@@ -280,7 +280,7 @@ func (s Sources) list(k kind) http.HandlerFunc {
 			case "status":
 				c = strings.Compare(a.status, b.status)
 			case "priority", "servers":
-				c = cmpInt(a.prio, b.prio)
+				c = cmpInt(a.num, b.num)
 			default:
 				c = strings.Compare(a.fields[sortBy], b.fields[sortBy])
 			}
