@@ -4,6 +4,7 @@
 package api
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -280,7 +281,7 @@ func (s Sources) list(k kind) http.HandlerFunc {
 			case "status":
 				c = strings.Compare(a.status, b.status)
 			case "priority", "servers":
-				c = cmpInt(a.num, b.num)
+				c = cmp.Compare(a.num, b.num)
 			default:
 				c = strings.Compare(a.fields[sortBy], b.fields[sortBy])
 			}
@@ -309,16 +310,6 @@ func (s Sources) list(k kind) http.HandlerFunc {
 		w.Header().Set(nextPageHeader, strconv.Itoa(next))
 		writeJSON(w, http.StatusOK, out)
 	}
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // intParam reads a positive integer query parameter, def when absent.
