@@ -185,3 +185,46 @@ func TestDurationHistogramBuckets(t *testing.T) {
 		t.Fatalf("cumulative buckets %v", b)
 	}
 }
+
+// A backend that resets the connection: the line says end "error".
+func TestAccessLogEndError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Read(make([]byte, 1))
+			_ = c.(*net.TCPConn).SetLinger(0)
+			_ = c.Close() // RST
+		}
+	}()
+	s := newTestServer(t, "tcp")
+	var buf syncBuffer
+	al := zerolog.New(&buf)
+	s.State().SetConnObservers(ConnObservers{AccessLog: &al})
+	apply(s, "file", singleRouter(ln.Addr().String(), nil))
+	c, err := net.Dial("tcp", s.addr("tcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(c) // until the proxy passes the end on
+	waitFor(t, "an access log line", func() bool { return !buf.empty() })
+	var m map[string]any
+	if err := json.Unmarshal([]byte(buf.lines()[0]), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["end"] != "error" || m["bytes_in"] != 1.0 || m["bytes_out"] != 0.0 {
+		t.Fatalf("line %v: want end error, 1 byte in, 0 out", m)
+	}
+}
