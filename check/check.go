@@ -129,6 +129,7 @@ type checker struct {
 	// per provider: configuration with bare names, and where each came from
 	configs map[string]*config.Dynamic
 	origins map[string]origin // qualified name with kind: "routers/r@file"
+	dropped map[string]bool   // names dropped for conflicting definitions, same keys
 }
 
 // Files checks the given files (a directory stands for its dynamic files)
@@ -137,7 +138,7 @@ type checker struct {
 // reading the compose and label files, and a Consul Catalog provider reading
 // the Consul service definitions (.json).
 func Files(paths []string, opts Options) *Report {
-	c := &checker{opts: opts, configs: map[string]*config.Dynamic{}, origins: map[string]origin{}}
+	c := &checker{opts: opts, configs: map[string]*config.Dynamic{}, origins: map[string]origin{}, dropped: map[string]bool{}}
 	for _, p := range paths {
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 			c.dir(p)
@@ -211,8 +212,9 @@ func isCompose(doc *yaml.Node) bool {
 
 // merge adds one source's configuration (bare names) to provider prov. For
 // the file provider a name defined differently twice keeps the first (as the
-// file provider's directory mode does); for docker, services merge their
-// servers and other differences drop the name (as the Docker provider does).
+// file provider's directory mode does); for docker and consulcatalog,
+// services merge their servers and other differences drop the name for good
+// (as those providers do).
 func (c *checker) merge(prov string, tcp *config.TCPConfiguration, o origin) {
 	d := c.configs[prov]
 	if d == nil {
@@ -246,11 +248,14 @@ func (c *checker) merge(prov string, tcp *config.TCPConfiguration, o origin) {
 			c.origins[q] = o
 		}
 	}
-	docker := prov == "docker"
+	docker := prov != "file"
+	dropped := func(kind, name string) bool { return c.dropped[kind+"/"+provider.Qualify(name, prov)] }
+	drop := func(kind, name string) { c.dropped[kind+"/"+provider.Qualify(name, prov)] = true }
 	for _, name := range sortedKeys(tcp.Routers) {
 		r := tcp.Routers[name]
 		prev, have := dst.Routers[name]
 		switch {
+		case dropped("routers", name):
 		case !have:
 			dst.Routers[name] = r
 			record("routers", name)
@@ -258,6 +263,7 @@ func (c *checker) merge(prov string, tcp *config.TCPConfiguration, o origin) {
 			conflict("routers", name, docker)
 			if docker {
 				delete(dst.Routers, name)
+				drop("routers", name)
 			}
 		}
 	}
@@ -265,6 +271,7 @@ func (c *checker) merge(prov string, tcp *config.TCPConfiguration, o origin) {
 		s := tcp.Services[name]
 		prev, have := dst.Services[name]
 		switch {
+		case dropped("services", name):
 		case !have:
 			dst.Services[name] = s
 			record("services", name)
@@ -278,6 +285,7 @@ func (c *checker) merge(prov string, tcp *config.TCPConfiguration, o origin) {
 			conflict("services", name, docker)
 			if docker {
 				delete(dst.Services, name)
+				drop("services", name)
 			}
 		}
 	}
@@ -285,6 +293,7 @@ func (c *checker) merge(prov string, tcp *config.TCPConfiguration, o origin) {
 		m := tcp.Middlewares[name]
 		prev, have := dst.Middlewares[name]
 		switch {
+		case dropped("middlewares", name):
 		case !have:
 			dst.Middlewares[name] = m
 			record("middlewares", name)
@@ -292,6 +301,7 @@ func (c *checker) merge(prov string, tcp *config.TCPConfiguration, o origin) {
 			conflict("middlewares", name, docker)
 			if docker {
 				delete(dst.Middlewares, name)
+				drop("middlewares", name)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,5 +230,40 @@ func TestDirectory(t *testing.T) {
 	}
 	if len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Message, "defined differently") || rep.Problems[0].File != filepath.Join(dir, "c.yml") {
 		t.Fatalf("want one conflict problem in c.yml: %+v", rep.Problems)
+	}
+}
+
+// Containers defining one name differently: the name is dropped for good (a
+// third definition does not bring it back); same-named services merge their
+// servers.
+func TestComposeConflicts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "docker-compose.yml")
+	compose := "name: p\nservices:\n"
+	for i, amount := range []string{"1", "2", "1"} {
+		compose += fmt.Sprintf("  c%d:\n    labels:\n      traefik.tcp.middlewares.lim.inflightconn.amount: %q\n"+
+			"      traefik.tcp.routers.r.rule: \"HostSNI(`*`)\"\n      traefik.tcp.routers.r.service: s\n      traefik.tcp.routers.r.middlewares: lim\n"+
+			"      traefik.tcp.services.s.loadbalancer.server.port: \"700%d\"\n", i, amount, i)
+	}
+	if err := os.WriteFile(path, []byte(compose), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := Files([]string{path}, DefaultOptions())
+	if _, ok := rep.TCP.Middlewares["lim@docker"]; ok {
+		t.Fatalf("conflicting middleware kept: %+v", rep.TCP.Middlewares)
+	}
+	if s := rep.TCP.Services["s@docker"]; s == nil || len(s.LoadBalancer.Servers) != 3 {
+		t.Fatalf("servers not merged: %+v", rep.TCP.Services)
+	}
+	n := 0
+	for _, p := range rep.Problems {
+		if strings.Contains(p.Message, `middleware "lim" is defined differently`) {
+			n++
+			if p.Service != "c1" || p.Line == 0 {
+				t.Errorf("conflict not located on the second container: %+v", p)
+			}
+		}
+	}
+	if n != 1 || rep.Status.Routers["r@docker"] != "disabled" || !rep.Failed() {
+		t.Fatalf("want one conflict and r disabled (missing middleware): %+v %v", rep.Problems, rep.Status.Routers)
 	}
 }
