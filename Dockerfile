@@ -12,10 +12,11 @@
 #     --entryPoints.db.address=:5432 --providers.docker --api.address=:8080
 #
 # The health check asks the admin API for /ping (there is no shell or curl in
-# the image: `tollgate healthcheck` does the request) on 127.0.0.1:8080, where
-# the API listens by default and with --api.address=:8080. For another port,
-# set TOLLGATE_API_ADDRESS in the container (flags given to tollgate do not
-# reach the health check).
+# the image: `tollgate healthcheck` does the request) on 127.0.0.1:8080. The
+# API is opt-in: run with --api.address=:8080 as above (or --api, or
+# --metrics.prometheus). For another port set TOLLGATE_API_ADDRESS in the
+# container (flags given to tollgate do not reach the health check); without
+# the API, run with --no-healthcheck or the container shows as unhealthy.
 FROM scratch
 COPY tollgate /tollgate
 EXPOSE 8080
