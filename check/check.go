@@ -101,6 +101,7 @@ type origin struct {
 	service string      // compose service, for labels
 	labels  []labelLine // the labels of that container, for label inputs
 	doc     *yaml.Node  // YAML document, for file inputs
+	toml    tomlIndex   // where TOML keys are, for TOML file inputs
 	path    []string    // key path of the resource in doc, as written
 	isFile  bool        // a dynamic file (else labels)
 }
@@ -457,6 +458,11 @@ func (c *checker) locate(p *Problem, o origin, kind, name, field string) {
 	if o.doc != nil {
 		if written, line := findPath(docRoot(o.doc), path); line > 0 {
 			p.Key, p.Line = strings.Join(written, "."), line
+		}
+	}
+	if o.toml != nil {
+		if k, ok := o.toml.find(path, 3); ok {
+			p.Key, p.Line = k.written, k.line
 		}
 	}
 }

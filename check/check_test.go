@@ -67,7 +67,7 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
-	if n < 9 {
+	if n < 11 {
 		t.Fatalf("only %d golden cases found in %s", n, goldenDir)
 	}
 }
@@ -84,8 +84,9 @@ func TestProblemClasses(t *testing.T) {
 		{"bad-value.yml", "tcp.middlewares.limit.inFlightConn.amount", `parsing "ten"`, SeverityError, 5, true},
 		{"amount-zero.yml", "tcp.middlewares.nobody.inFlightConn.amount", "amount is 0", SeverityWarning, 11, false},
 		{"hostsni-no-tls.labels", "traefik.tcp.routers.web.rule", "add tls.passthrough=true", SeverityError, 2, true},
-		{"missing-refs.toml", "tcp.routers.db.service", `service "postgres@file" does not exist`, SeverityError, 0, true},
-		{"missing-refs.toml", "tcp.routers.db.middlewares", `middleware "allow@docker" does not exist`, SeverityError, 0, true},
+		{"missing-refs.toml", "tcp.routers.db.service", `service "postgres@file" does not exist`, SeverityError, 3, true},
+		{"missing-refs.toml", "tcp.routers.db.middlewares", `middleware "allow@docker" does not exist`, SeverityError, 4, true},
+		{"unknown-key-toml.toml", "tcp.routers.db.servce", `unknown key "servce"`, SeverityError, 4, true},
 		{"allowlist-nothing.labels", "traefik.tcp.middlewares.office.ipallowlist.sourcerange", "sourceRange", SeverityError, 3, true},
 		{"extensions.yml", "tcp.middlewares.wide.inFlightConn.ipv6Subnet", "ipv6Subnet 200", SeverityError, 17, true},
 		{"compose-problems.yml", "traefik.tcp.routers.pg.entrypoint", "unknown key", SeverityError, 7, true},

@@ -32,6 +32,8 @@ func (c *checker) dynamic(path, ext, content string, doc *yaml.Node) {
 			if keyPath, line := blame(docRoot(doc), err.Error()); line > 0 {
 				p.Key, p.Line = strings.Join(keyPath, "."), line
 			}
+		} else if k, ok := indexTOML(content).blame(err.Error()); ok {
+			p.Key, p.Line = k.written, k.line
 		}
 		c.add(p)
 		return
@@ -39,7 +41,11 @@ func (c *checker) dynamic(path, ext, content string, doc *yaml.Node) {
 	if d.TCP == nil {
 		return
 	}
-	c.merge("file", d.TCP, origin{file: path, isFile: true, doc: doc})
+	o := origin{file: path, isFile: true, doc: doc}
+	if doc == nil {
+		o.toml = indexTOML(content)
+	}
+	c.merge("file", d.TCP, o)
 }
 
 // labelFile checks a file of `key=value` labels (one per line, blank lines
