@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# k8s.sh: build (once) etcd and kube-apiserver for the Kubernetes CRD provider's
+# integration tests and print the folder that holds them (the layout
+# KUBEBUILDER_ASSETS expects: <dir>/etcd and <dir>/kube-apiserver).
+#
+# No release binaries can be downloaded, so both are built from the Go module
+# proxy through the wrapper modules under scripts/k8s/ (see shared/KUBERNETES.md):
+#
+#   scripts/k8s/etcd/       requires go.etcd.io/etcd/server/v3 (its main package)
+#   scripts/k8s/apiserver/  requires k8s.io/kubernetes and replaces each staging
+#                           module with its published k8s.io/<m> release
+#
+# They are separate modules (their go.sum pins everything) so that neither moves
+# the other's dependencies, and neither touches the main go.mod. The binaries are
+# cached under ${XDG_CACHE_HOME:-$HOME/.cache}/tollgate/k8s-<key>/, where the key
+# hashes both wrappers' go.mod and go.sum: changing a version rebuilds, anything
+# else reuses. Cold: several minutes and ~3 GB of memory; warm: instant.
+#
+#   export KUBEBUILDER_ASSETS=$(scripts/k8s.sh)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+wrap=$here/k8s
+key=$(cat "$wrap/etcd/go.mod" "$wrap/etcd/go.sum" "$wrap/apiserver/go.mod" "$wrap/apiserver/go.sum" | sha256sum | cut -c1-12)
+apiserver_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$wrap/apiserver/go.mod")
+[[ -n $apiserver_version ]] || apiserver_version=$(awk '/^require k8s.io\/kubernetes/ {print $3; exit}' "$wrap/apiserver/go.mod")
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/tollgate/k8s-$key
+
+ready() { [[ -x $cache/etcd && -x $cache/kube-apiserver && -f $cache/.complete ]]; }
+
+if ready; then
+    echo "$cache"
+    exit 0
+fi
+
+mkdir -p "$cache"
+# One build at a time: a second caller waits for the first and reuses its binaries.
+exec 9>"$cache/.lock"
+if command -v flock >/dev/null; then
+    flock 9
+    if ready; then
+        echo "$cache"
+        exit 0
+    fi
+fi
+
+export GOWORK=off CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=readonly
+start=$(date +%s)
+if [[ ! -x $cache/etcd ]]; then
+    echo "building etcd into $cache (first run only, ~1-2 min)" >&2
+    (cd "$wrap/etcd" && go build -trimpath -o "$cache/etcd.tmp.$$" go.etcd.io/etcd/server/v3 >&2)
+    mv "$cache/etcd.tmp.$$" "$cache/etcd"
+fi
+if [[ ! -x $cache/kube-apiserver ]]; then
+    echo "building kube-apiserver $apiserver_version into $cache (first run only, ~5-10 min, ~3 GB RAM)" >&2
+    (cd "$wrap/apiserver" && go build -trimpath \
+        -ldflags "-X k8s.io/component-base/version.gitVersion=$apiserver_version -X k8s.io/component-base/version.gitMajor=1" \
+        -o "$cache/kube-apiserver.tmp.$$" k8s.io/kubernetes/cmd/kube-apiserver >&2)
+    mv "$cache/kube-apiserver.tmp.$$" "$cache/kube-apiserver"
+fi
+touch "$cache/.complete"
+echo "built etcd and kube-apiserver in $(($(date +%s) - start)) s" >&2
+"$cache/etcd" --version 2>/dev/null | head -1 >&2 || true
+"$cache/kube-apiserver" --version >&2 || true
+echo "$cache"
