@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -92,37 +91,16 @@ func obj(apiVersion, kind, ns, name string, fields map[string]any) *unstructured
 	return u
 }
 
-func gvrOf(u *unstructured.Unstructured) (string, string) {
-	switch u.GetKind() {
-	case "Namespace":
-		return "", "namespaces"
-	case "Service":
-		return "", "services"
-	case "EndpointSlice":
-		return u.GetNamespace(), "endpointslices"
-	case "MiddlewareTCP":
-		return u.GetNamespace(), "middlewaretcps"
-	case "IngressRouteTCP":
-		return u.GetNamespace(), "ingressroutetcps"
-	}
-	panic("unknown kind " + u.GetKind())
-}
-
 func resource(c dynamic.Interface, u *unstructured.Unstructured) dynamic.ResourceInterface {
-	_, res := gvrOf(u)
-	var gvr = map[string]struct{ g, v string }{
-		"namespaces": {"", "v1"}, "services": {"", "v1"}, "endpointslices": {"discovery.k8s.io", "v1"},
-		"middlewaretcps": {"traefik.io", "v1alpha1"}, "ingressroutetcps": {"traefik.io", "v1alpha1"},
-	}[res]
-	r := c.Resource(schemaGVR(gvr.g, gvr.v, res))
-	if res == "namespaces" {
+	gvr, ok := kinds[u.GetKind()]
+	if !ok {
+		panic("kind " + u.GetKind() + " not known to the tests")
+	}
+	r := c.Resource(gvr)
+	if u.GetKind() == "Namespace" {
 		return r
 	}
 	return r.Namespace(u.GetNamespace())
-}
-
-func schemaGVR(group, version, res string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: group, Version: version, Resource: res}
 }
 
 func createErr(c dynamic.Interface, u *unstructured.Unstructured) error {
@@ -458,5 +436,62 @@ func TestIntegrationEndpointPropagation(t *testing.T) {
 	t.Logf("EndpointSlice update -> provider snapshot over %d updates: p50 %v, p95 %v, max %v", n, p50, p95, lat[n-1])
 	if p50 > 100*time.Millisecond {
 		t.Errorf("p50 %v > 100 ms", p50)
+	}
+}
+
+// TestIntegrationRouteFields checks that the CRD schema keeps every field
+// build reads (a field missing from a structural schema is pruned silently):
+// passthrough TLS, priority, entry points, port names, weights, nativeLB,
+// proxyProtocol and terminationDelay.
+func TestIntegrationRouteFields(t *testing.T) {
+	k := kube(t)
+	ns := namespace(t, k, "fields")
+	msgs := runProvider(t, k, ns)
+	svcObj := obj("v1", "Service", ns, "pg", map[string]any{"spec": map[string]any{"ports": []any{
+		map[string]any{"name": "sql", "port": int64(5432)}, map[string]any{"name": "metrics", "port": int64(9187)},
+	}}})
+	create(t, k.Client, svcObj)
+	sl := obj("discovery.k8s.io/v1", "EndpointSlice", ns, "pg-1", map[string]any{
+		"addressType": "IPv4",
+		"ports":       []any{map[string]any{"name": "sql", "port": int64(15432)}, map[string]any{"name": "metrics", "port": int64(19187)}},
+		"endpoints":   []any{map[string]any{"addresses": []any{"10.1.0.1"}}}, // no conditions: ready
+	})
+	sl.SetLabels(map[string]string{"kubernetes.io/service-name": "pg"})
+	create(t, k.Client, sl)
+	const match = "HostSNI(`db.example.com`)"
+	create(t, k.Client, obj("traefik.io/v1alpha1", "IngressRouteTCP", ns, "tls", map[string]any{"spec": map[string]any{
+		"entryPoints": []any{"tls"},
+		"tls":         map[string]any{"passthrough": true},
+		"routes": []any{map[string]any{
+			"match": match, "priority": int64(5),
+			"services": []any{
+				map[string]any{"name": "pg", "port": "sql", "weight": int64(3), "terminationDelay": int64(50)},
+				map[string]any{"name": "pg", "port": int64(9187), "nativeLB": true, "proxyProtocol": map[string]any{"version": int64(1)}},
+			},
+		}},
+	}}))
+	key := makeID(ns, makeServiceKey(match, "tls"))
+	m := await(t, msgs, 5*time.Second, "the passthrough route", func(m provider.Message) bool {
+		return m.Configuration.TCP.Routers[key] != nil
+	})
+	tcp := m.Configuration.TCP
+	r := tcp.Routers[key]
+	if r.TLS == nil || !r.TLS.Passthrough || r.Priority != 5 || strings.Join(r.EntryPoints, ",") != "tls" || r.Rule != match {
+		t.Fatalf("router = %+v (tls %+v)", r, r.TLS)
+	}
+	w := tcp.Services[key].Weighted
+	if w == nil || len(w.Services) != 2 || w.Services[0].Weight == nil || *w.Services[0].Weight != 3 {
+		t.Fatalf("weighted = %+v", w)
+	}
+	sqlSvc := tcp.Services[key+"-pg-sql"].LoadBalancer
+	if got := strings.Join(servers(m, key+"-pg-sql"), ","); got != "10.1.0.1:15432" || sqlSvc.TerminationDelay == nil || *sqlSvc.TerminationDelay != 50 {
+		t.Fatalf("sql service: servers %s, termination delay %v", got, sqlSvc.TerminationDelay)
+	}
+	metrics := tcp.Services[key+"-pg-9187"].LoadBalancer
+	if len(metrics.Servers) != 1 || !strings.HasSuffix(metrics.Servers[0].Address, ":9187") || metrics.ProxyProtocol == nil || metrics.ProxyProtocol.Version != 1 {
+		t.Fatalf("nativeLB service = %+v", metrics)
+	}
+	if len(m.Problems) != 0 {
+		t.Fatalf("problems: %q", m.Problems)
 	}
 }
