@@ -18,31 +18,11 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
 
-// freeEchoAddr starts an echo server on a free loopback port.
-func freeEchoAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // --accessLog.filePath: one JSON line per closed connection, none for a
 // rejection; --metrics.prometheus counts the router's bytes.
 func TestAccessLogAndRouterMetrics(t *testing.T) {
 	dir := t.TempDir()
-	be := freeEchoAddr(t)
+	be := freeEcho(t)
 	dyn := filepath.Join(dir, "dynamic.yml")
 	conf := "tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [one]\n" +
 		"  middlewares:\n    one:\n      inFlightConn:\n        amount: 1\n" +
@@ -188,7 +168,7 @@ func TestCheckCommand(t *testing.T) {
 // carry its name as a field, in JSON and in console format.
 func TestLogLinesNameTheirComponent(t *testing.T) {
 	dir := t.TempDir()
-	be := freeEchoAddr(t)
+	be := freeEcho(t)
 	dyn := filepath.Join(dir, "dynamic.yml")
 	conf := "tcp:\n  routers:\n    ok:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [nobody]\n" +
 		"    broken:\n      rule: \"HostSNI(`a.test`)\"\n      service: s\n" +
@@ -203,7 +183,7 @@ func TestLogLinesNameTheirComponent(t *testing.T) {
 	if len(hold(t, 1, "127.0.0.1", ep)) != 0 {
 		t.Fatal("amount 0 forwarded a connection")
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGHUP)
+	_ = p.Signal(syscall.SIGHUP)
 	want := map[string]string{ // message prefix -> field that must name the component
 		"entry point listening":   "entrypoint",
 		"router disabled":         "router",

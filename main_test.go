@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,93 +17,26 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
 
-// proc is a tollgate process started by a test.
+// proc is a tollgate process started by a test (see itest.StartTollgate).
 type proc struct {
-	cmd *exec.Cmd
-	out *syncBuffer
+	*itest.Tollgate
 	api string
-}
-
-type syncBuffer struct {
-	mu  chan struct{}
-	buf bytes.Buffer
-}
-
-func newSyncBuffer() *syncBuffer { b := &syncBuffer{mu: make(chan struct{}, 1)}; return b }
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu <- struct{}{}
-	defer func() { <-b.mu }()
-	return b.buf.Write(p)
-}
-func (b *syncBuffer) String() string {
-	b.mu <- struct{}{}
-	defer func() { <-b.mu }()
-	return b.buf.String()
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	out *itest.Buffer
 }
 
 // start runs tollgate with args plus an admin API on a free port and waits
 // until /ping answers.
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
-	api := freePort(t)
-	p := &proc{out: newSyncBuffer(), api: api}
-	p.cmd = exec.Command(itest.Binary(t), append(args, "--api.address="+api)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("tollgate output:\n%s", p.out.String())
-		}
-	})
-	itest.Eventually(t, 10*time.Second, func() bool {
-		select {
-		case <-exited:
-			t.Fatalf("tollgate exited: %s", p.out.String())
-		default:
-		}
-		resp, err := http.Get("http://" + api + "/ping")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, "tollgate did not answer /ping")
-	return p
+	g := itest.StartTollgate(t, args...)
+	return &proc{Tollgate: g, api: g.API, out: g.Out}
 }
 
 func (p *proc) rawdata(t *testing.T) map[string]map[string]map[string]any {
 	t.Helper()
-	resp, err := http.Get("http://" + p.api + "/api/rawdata")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var raw map[string]json.RawMessage
-	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]map[string]map[string]any{}
+	var raw map[string]json.RawMessage
+	p.GetJSON(t, "/api/rawdata", &raw)
 	for _, k := range []string{"tcpRouters", "tcpServices", "tcpMiddlewares"} {
 		m := map[string]map[string]any{}
 		_ = json.Unmarshal(raw[k], &m)
@@ -115,61 +47,15 @@ func (p *proc) rawdata(t *testing.T) map[string]map[string]map[string]any {
 
 func (p *proc) status(t *testing.T, kind, name string) string {
 	t.Helper()
-	r, ok := p.rawdata(t)[kind][name]
-	if !ok {
-		return ""
-	}
-	s, _ := r["status"].(string)
+	s, _ := p.rawdata(t)[kind][name]["status"].(string)
 	return s
 }
 
-// echoServer listens on addr (fixed, as the documented examples name it) and echoes.
-func echoServer(t *testing.T, addr string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("the documented example needs %s free for its backend: %v", addr, err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-}
-
-// hold opens n connections from src and returns those the echo proves forwarded.
-func hold(t *testing.T, n int, src, addr string) []net.Conn {
-	t.Helper()
-	var held []net.Conn
-	for i := 0; i < n; i++ {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
-		c, err := d.Dial("tcp", addr)
-		if err != nil {
-			continue
-		}
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-		var b [1]byte
-		if _, err := c.Write([]byte{'x'}); err == nil {
-			if _, err := io.ReadFull(c, b[:]); err == nil {
-				_ = c.SetDeadline(time.Time{})
-				held = append(held, c)
-				continue
-			}
-		}
-		c.Close()
-	}
-	t.Cleanup(func() {
-		for _, c := range held {
-			c.Close()
-		}
-	})
-	return held
-}
+func freePort(t *testing.T) string                          { return itest.FreeAddr(t) }
+func freeEcho(t *testing.T) string                          { return itest.EchoServer(t, "") }
+func echoServer(t *testing.T, addr string)                  { itest.EchoServer(t, addr) }
+func hold(t *testing.T, n int, src, addr string) []net.Conn { return itest.Hold(t, n, src, addr) }
+func newSyncBuffer() *itest.Buffer                          { return &itest.Buffer{} }
 
 const designYAML = "tcp:\n" +
 	"  routers:\n" +
@@ -293,25 +179,6 @@ func TestFileProviderBadFileKeepsLastGood(t *testing.T) {
 	if got := len(hold(t, 3, "127.0.0.21", ep)); got != 3 {
 		t.Fatalf("after the fix: %d of 3 forwarded, want 3", got)
 	}
-}
-
-func freeEcho(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	return ln.Addr().String()
 }
 
 // Bad static configuration exits non-zero with one line naming the flag and value.

@@ -7,11 +7,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,56 +20,23 @@ import (
 
 // tollgate is the real binary running as a subprocess, stopped by PID.
 type tollgate struct {
-	api    string
-	ep     string
-	out    *lockedWriter
-	exited chan struct{}
+	api string
+	ep  string
+	out *itest.Buffer
 }
 
 // startTollgate runs tollgate with one entry point "db" and the Consul
 // Catalog provider pointed at a, and waits for /ping.
 func startTollgate(t *testing.T, a *agent, extra ...string) *tollgate {
 	t.Helper()
-	bin := itest.Binary(t)
-	tg := &tollgate{api: freeAddr(t), ep: freeAddr(t), out: &lockedWriter{}, exited: make(chan struct{})}
-	args := append([]string{
+	tg := &tollgate{ep: freeAddr(t)}
+	g := itest.StartTollgate(t, append([]string{
 		"--entryPoints.db.address=" + tg.ep,
 		"--providers.consulCatalog=true",
 		"--providers.consulCatalog.endpoint.address=" + a.Addr(),
-		"--api.address=" + tg.api,
 		"--log.level=INFO",
-	}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = tg.out, tg.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait(); close(tg.exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-tg.exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-tg.exited
-		}
-		if t.Failed() {
-			t.Logf("tollgate output:\n%s", tg.out.String())
-		}
-	})
-	itest.Eventually(t, 10*time.Second, func() bool {
-		select {
-		case <-tg.exited:
-			t.Fatalf("tollgate exited: %s", tg.out.String())
-		default:
-		}
-		resp, err := http.Get("http://" + tg.api + "/ping")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, "tollgate did not answer /ping")
+	}, extra...)...)
+	tg.api, tg.out = g.API, g.Out
 	return tg
 }
 

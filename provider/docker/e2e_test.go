@@ -2,18 +2,15 @@ package docker
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,78 +24,24 @@ import (
 
 const testLabel = "tollgate.itest"
 
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // gate is a running tollgate.
 type gate struct {
 	ep  string // the "db" entry point
 	api string
-	out *lockedBuffer
+	out *itest.Buffer
 	id  string // value of testLabel on this test's containers
 }
 
 func startGate(t *testing.T, extra ...string) *gate {
 	t.Helper()
-	g := &gate{
-		ep:  fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		api: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		out: &lockedBuffer{},
-		id:  uniq(),
-	}
-	args := append([]string{
+	g := &gate{ep: itest.FreeAddr(t), id: uniq()}
+	tg := itest.StartTollgate(t, append([]string{
 		"--entryPoints.db.address=" + g.ep,
 		"--providers.docker",
 		"--providers.docker.constraints=Label(`" + testLabel + "`, `" + g.id + "`)",
-		"--api.address=" + g.api,
 		"--log.level=DEBUG",
-	}, extra...)
-	cmd := exec.Command(itest.Binary(t), args...)
-	cmd.Stdout, cmd.Stderr = g.out, g.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("tollgate output:\n%s", g.out.String())
-		}
-	})
-	itest.Eventually(t, 10*time.Second, func() bool {
-		select {
-		case <-exited:
-			t.Fatalf("tollgate exited:\n%s", g.out.String())
-		default:
-		}
-		resp, err := http.Get("http://" + g.api + "/ping")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, "tollgate did not answer /ping")
+	}, extra...)...)
+	g.api, g.out = tg.API, tg.Out
 	return g
 }
 
