@@ -49,6 +49,7 @@ type Provider struct {
 	rest       *rest.Config
 	namespaces []string // "" alone means every namespace
 	log        zerolog.Logger
+	decoded    decodeCache // used by Run's goroutine only
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -343,42 +344,102 @@ func indexByService(obj any) ([]string, error) {
 
 // build reads the caches and runs the pure build. Resources that do not
 // decode (possible only without the CRD schema) are skipped with a problem
-// naming them.
+// naming them. Decoded forms are remembered per object version, so a wake-up
+// decodes only what changed.
 func (p *Provider) build(sets []*informers) (*config.Dynamic, []string) {
 	var (
 		mws      []MiddlewareTCP
 		routes   []IngressRouteTCP
 		problems []string
 	)
+	p.decoded.begin()
 	for _, in := range sets {
 		for _, obj := range in.middlewares.GetStore().List() {
 			u := obj.(*unstructured.Unstructured)
-			m := MiddlewareTCP{Namespace: u.GetNamespace(), Name: u.GetName()}
-			if err := decodeSpec(u.Object["spec"], &m.Spec); err != nil {
-				problems = append(problems, fmt.Sprintf("MiddlewareTCP %q: %v", m.Namespace+"/"+m.Name, err))
+			v, err := p.decoded.get("MiddlewareTCP", u, func() (any, error) {
+				var spec config.TCPMiddleware
+				err := decodeSpec(u.Object["spec"], &spec)
+				return spec, err
+			})
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("MiddlewareTCP %q: %v", u.GetNamespace()+"/"+u.GetName(), err))
 				continue
 			}
-			mws = append(mws, m)
+			mws = append(mws, MiddlewareTCP{Namespace: u.GetNamespace(), Name: u.GetName(), Spec: v.(config.TCPMiddleware)})
 		}
 		for _, obj := range in.routes.GetStore().List() {
 			u := obj.(*unstructured.Unstructured)
-			r := IngressRouteTCP{Namespace: u.GetNamespace(), Name: u.GetName()}
-			if err := decodeSpec(u.Object["spec"], &r.Spec); err != nil {
-				problems = append(problems, fmt.Sprintf("IngressRouteTCP %q: %v", r.Namespace+"/"+r.Name, err))
+			v, err := p.decoded.get("IngressRouteTCP", u, func() (any, error) {
+				var spec IngressRouteTCPSpec
+				err := decodeSpec(u.Object["spec"], &spec)
+				return spec, err
+			})
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("IngressRouteTCP %q: %v", u.GetNamespace()+"/"+u.GetName(), err))
 				continue
 			}
-			routes = append(routes, r)
+			routes = append(routes, IngressRouteTCP{Namespace: u.GetNamespace(), Name: u.GetName(), Spec: v.(IngressRouteTCPSpec)})
 		}
 	}
-	k := &cacheCluster{sets: sets}
+	k := &cacheCluster{sets: sets, decoded: &p.decoded}
 	conf, more := build(mws, routes, k)
-	problems = append(problems, k.problems...)
-	return conf, append(problems, more...)
+	p.decoded.end()
+	problems = append(append(problems, k.problems...), more...)
+	// Stores list in map order; a stable order lets the watcher log a
+	// problem once, when the list changes, not on every build.
+	sort.Strings(problems)
+	return conf, problems
+}
+
+// decodeCache remembers the typed form of cached objects, keyed by kind,
+// namespace and name, valid while the object's UID and resourceVersion are
+// unchanged. Entries not read by a build are dropped at its end. Decoded
+// values are shared between builds, so build must not modify its inputs
+// (it does not).
+type decodeCache struct {
+	entries map[string]*decodedEntry
+	gen     uint64
+}
+
+type decodedEntry struct {
+	uid, version string
+	val          any
+	err          error
+	gen          uint64
+}
+
+func (c *decodeCache) begin() {
+	if c.entries == nil {
+		c.entries = map[string]*decodedEntry{}
+	}
+	c.gen++
+}
+
+func (c *decodeCache) get(kind string, u *unstructured.Unstructured, decode func() (any, error)) (any, error) {
+	key := kind + "/" + u.GetNamespace() + "/" + u.GetName()
+	uid, version := string(u.GetUID()), u.GetResourceVersion()
+	e := c.entries[key]
+	if e == nil || e.uid != uid || e.version != version {
+		val, err := decode()
+		e = &decodedEntry{uid: uid, version: version, val: val, err: err}
+		c.entries[key] = e
+	}
+	e.gen = c.gen
+	return e.val, e.err
+}
+
+func (c *decodeCache) end() {
+	for k, e := range c.entries {
+		if e.gen != c.gen {
+			delete(c.entries, k)
+		}
+	}
 }
 
 // cacheCluster reads Services and EndpointSlices from the informer caches.
 type cacheCluster struct {
 	sets     []*informers
+	decoded  *decodeCache
 	problems []string
 }
 
@@ -400,12 +461,17 @@ func (c *cacheCluster) Service(ns, name string) (*corev1.Service, bool) {
 	if err != nil || !ok {
 		return nil, false
 	}
-	var svc corev1.Service
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, &svc); err != nil {
+	u := obj.(*unstructured.Unstructured)
+	v, err := c.decoded.get("Service", u, func() (any, error) {
+		var svc corev1.Service
+		err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &svc)
+		return &svc, err
+	})
+	if err != nil {
 		c.problems = append(c.problems, fmt.Sprintf("Service %q: %v", ns+"/"+name, err))
 		return nil, false
 	}
-	return &svc, true
+	return v.(*corev1.Service), true
 }
 
 func (c *cacheCluster) EndpointSlices(ns, service string) []*discoveryv1.EndpointSlice {
@@ -420,12 +486,16 @@ func (c *cacheCluster) EndpointSlices(ns, service string) []*discoveryv1.Endpoin
 	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 	for _, obj := range objs {
 		u := obj.(*unstructured.Unstructured)
-		var s discoveryv1.EndpointSlice
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &s); err != nil {
+		v, err := c.decoded.get("EndpointSlice", u, func() (any, error) {
+			var s discoveryv1.EndpointSlice
+			err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &s)
+			return &s, err
+		})
+		if err != nil {
 			c.problems = append(c.problems, fmt.Sprintf("EndpointSlice %q: %v", u.GetNamespace()+"/"+u.GetName(), err))
 			continue
 		}
-		out = append(out, &s)
+		out = append(out, v.(*discoveryv1.EndpointSlice))
 	}
 	return out
 }
