@@ -283,6 +283,9 @@ func (p *Provider) probe(ctx context.Context, client dynamic.Interface) error {
 				if ns != "" {
 					where += " in namespace " + ns
 				}
+				if apierrors.IsNotFound(err) && gvr.Group == middlewaresGVR.Group {
+					return fmt.Errorf("listing %s: %w (are the CRDs in deploy/crds applied?)", where, err)
+				}
 				return fmt.Errorf("listing %s: %w", where, err)
 			}
 		}

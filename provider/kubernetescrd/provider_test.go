@@ -3,6 +3,8 @@ package kubernetescrd
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +51,35 @@ func TestRunReportsUnreachableServer(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// TestRunReportsMissingCRDs checks the hint when the server does not know
+// the resources (CRDs not applied).
+func TestRunReportsMissingCRDs(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","code":404}`))
+	}))
+	defer srv.Close()
+	p, err := New(&config.KubernetesCRDProvider{Endpoint: srv.URL}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan provider.Message, 16)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx, out) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case m := <-out:
+		if m.Err == nil || !strings.Contains(m.Err.Error(), "middlewaretcps.traefik.io") || !strings.Contains(m.Err.Error(), "deploy/crds") {
+			t.Fatalf("first message = %+v, want an Err naming the resource and the CRDs", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing reported within 10 s")
 	}
 }
 
