@@ -131,12 +131,12 @@ func (in *informers) all() []cache.SharedIndexInformer {
 // Run starts an informer per resource and namespace, waits for their first
 // lists, then builds and sends a complete configuration after every change
 // (a wake-up channel of one coalesces bursts: the build that follows reads
-// everything). Until the first lists succeed, list errors (server down, CRDs
-// not installed, forbidden) are sent as Message.Err; later watch errors are
-// sent as Message.Err (the
-// last configuration keeps serving) and the relist that follows a reconnect
-// wakes the next build. Informers retry on their own
-// with backoff; Run returns when ctx is done.
+// everything). Informers retry refused connections silently, so Run also
+// lists one object of each resource itself, every second until the caches
+// fill and every probeEvery after: a failure (server down, CRDs not applied,
+// forbidden) is sent once as Message.Err, the last configuration keeps
+// serving, and the first success after it sends a fresh build. Run returns
+// nil when ctx is done.
 func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 	client, err := dynamic.NewForConfig(p.rest)
 	if err != nil {
@@ -205,6 +205,7 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 	}
 
 	synced := false
+	dirty := true      // something changed since the last build sent
 	var reported error // the last error sent, so a persisting one is sent once
 	poll := time.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
@@ -243,8 +244,8 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 					return nil
 				}
 			}
-		case synced:
-			reported = nil
+		case synced && (dirty || reported != nil):
+			reported, dirty = nil, false
 			conf, problems := p.build(sets)
 			if !send(ctx, out, provider.Message{ProviderName: Name, Configuration: conf, Problems: problems}) {
 				return nil
@@ -254,6 +255,7 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
+			dirty = true
 		case <-poll.C:
 		case <-probe.C:
 			probeDue = true
