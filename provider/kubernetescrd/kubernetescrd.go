@@ -132,11 +132,12 @@ func (in *informers) all() []cache.SharedIndexInformer {
 // lists, then builds and sends a complete configuration after every change
 // (a wake-up channel of one coalesces bursts: the build that follows reads
 // everything). Informers retry refused connections silently, so Run also
-// lists one object of each resource itself, every second until the caches
-// fill and every probeEvery after: a failure (server down, CRDs not applied,
-// forbidden) is sent once as Message.Err, the last configuration keeps
-// serving, and the first success after it sends a fresh build. Run returns
-// nil when ctx is done.
+// lists one object of each resource itself, every probeEvery once synced and
+// every second otherwise: a failure (server down, CRDs not applied,
+// forbidden) is sent once as Message.Err while the last configuration keeps
+// serving; the first success after it restarts the informers (their own
+// backoff can reach half a minute), and their relist sends a fresh build.
+// Run returns nil when ctx is done.
 func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 	client, err := dynamic.NewForConfig(p.rest)
 	if err != nil {
@@ -176,33 +177,38 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 		UpdateFunc: func(any, any) { poke() },
 		DeleteFunc: func(any) { poke() },
 	}
-	var sets []*informers
-	for _, ns := range p.namespaces {
-		in := &informers{namespace: ns}
-		mk := func(gvr schema.GroupVersionResource, indexers cache.Indexers) cache.SharedIndexInformer {
-			inf := newInformer(client, gvr, ns, indexers)
-			_ = inf.SetWatchErrorHandlerWithContext(onWatchError(gvr, ns))
-			_, _ = inf.AddEventHandler(handler)
-			return inf
+	// start creates and runs one informer per resource and namespace; stop
+	// ends them and waits.
+	start := func() (sets []*informers, stop func()) {
+		for _, ns := range p.namespaces {
+			in := &informers{namespace: ns}
+			mk := func(gvr schema.GroupVersionResource, indexers cache.Indexers) cache.SharedIndexInformer {
+				inf := newInformer(client, gvr, ns, indexers)
+				_ = inf.SetWatchErrorHandlerWithContext(onWatchError(gvr, ns))
+				_, _ = inf.AddEventHandler(handler)
+				return inf
+			}
+			in.middlewares = mk(middlewaresGVR, nil)
+			in.routes = mk(routesGVR, nil)
+			in.services = mk(servicesGVR, nil)
+			in.endpoints = mk(endpointSlicesGVR, cache.Indexers{serviceIndex: indexByService})
+			sets = append(sets, in)
 		}
-		in.middlewares = mk(middlewaresGVR, nil)
-		in.routes = mk(routesGVR, nil)
-		in.services = mk(servicesGVR, nil)
-		in.endpoints = mk(endpointSlicesGVR, cache.Indexers{serviceIndex: indexByService})
-		sets = append(sets, in)
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	for _, in := range sets {
-		for _, inf := range in.all() {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				inf.RunWithContext(ctx)
-			}()
+		ictx, icancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for _, in := range sets {
+			for _, inf := range in.all() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					inf.RunWithContext(ictx)
+				}()
+			}
 		}
+		return sets, func() { icancel(); wg.Wait() }
 	}
+	sets, stop := start()
+	defer func() { stop() }()
 
 	synced := false
 	dirty := true      // something changed since the last build sent
@@ -221,13 +227,23 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 			// Informers retry refused connections silently, so ask the server
 			// directly: every second until the caches fill, slowly afterwards.
 			probeDue = false
-			if perr := p.probe(ctx, client); perr != nil {
+			perr := p.probe(ctx, client)
+			if perr != nil {
 				err = perr
+			} else if reported != nil && ctx.Err() == nil {
+				// The server answers again. The informers would reconnect
+				// after their own backoff (up to half a minute); fresh ones
+				// relist now.
+				p.log.Info().Msg("Kubernetes API readable again; relisting")
+				stop()
+				sets, stop = start()
+				synced = false
+				poll.Reset(50 * time.Millisecond)
 			}
-			if synced {
+			if synced && perr == nil {
 				probe.Reset(probeEvery)
 			} else {
-				probe.Reset(time.Second)
+				probe.Reset(time.Second) // until the caches fill, or the server is back
 			}
 		}
 		if !synced && allSynced(sets) {
