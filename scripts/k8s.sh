@@ -27,9 +27,15 @@ wrap=$here/k8s
 # ~1,100 -> ~860 CPU-seconds) and change nothing the tests measure.
 gcflags='all=-N -l'
 ldflags='-s -w'
-key=$( (cat "$wrap/etcd/go.mod" "$wrap/etcd/go.sum" "$wrap/apiserver/go.mod" "$wrap/apiserver/go.sum"; echo "$gcflags $ldflags") | sha256sum | cut -c1-12)
 apiserver_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$wrap/apiserver/go.mod")
 [[ -n $apiserver_version ]] || apiserver_version=$(awk '/^require k8s.io\/kubernetes/ {print $3; exit}' "$wrap/apiserver/go.mod")
+# The version the server reports; pod security admission parses major and
+# minor at start and panics when they are empty.
+major=${apiserver_version#v}; major=${major%%.*}
+minor=${apiserver_version#v*.}; minor=${minor%%.*}
+v=k8s.io/component-base/version
+apiserver_ldflags="$ldflags -X $v.gitVersion=$apiserver_version -X $v.gitMajor=$major -X $v.gitMinor=$minor"
+key=$( (cat "$wrap/etcd/go.mod" "$wrap/etcd/go.sum" "$wrap/apiserver/go.mod" "$wrap/apiserver/go.sum"; echo "$gcflags | $ldflags | $apiserver_ldflags") | sha256sum | cut -c1-12)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/tollgate/k8s-$key
 
 ready() { [[ -x $cache/etcd && -x $cache/kube-apiserver && -f $cache/.complete ]]; }
@@ -59,8 +65,7 @@ if [[ ! -x $cache/etcd ]]; then
 fi
 if [[ ! -x $cache/kube-apiserver ]]; then
     echo "building kube-apiserver $apiserver_version into $cache (first run only, ~7-12 min on 2 CPUs, ~2-3 GB RAM)" >&2
-    (cd "$wrap/apiserver" && go build -trimpath -gcflags="$gcflags" \
-        -ldflags "$ldflags -X k8s.io/component-base/version.gitVersion=$apiserver_version -X k8s.io/component-base/version.gitMajor=1" \
+    (cd "$wrap/apiserver" && go build -trimpath -gcflags="$gcflags" -ldflags="$apiserver_ldflags" \
         -o "$cache/kube-apiserver.tmp.$$" k8s.io/kubernetes/cmd/kube-apiserver >&2)
     mv "$cache/kube-apiserver.tmp.$$" "$cache/kube-apiserver"
 fi

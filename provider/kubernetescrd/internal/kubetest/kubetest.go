@@ -99,9 +99,17 @@ func Assets() (string, error) {
 		home, _ := os.UserHomeDir()
 		cache = filepath.Join(home, ".cache")
 	}
+	// The most recent complete build in scripts/k8s.sh's cache.
 	matches, _ := filepath.Glob(filepath.Join(cache, "tollgate", "k8s-*", ".complete"))
-	if len(matches) > 0 {
-		return filepath.Dir(matches[len(matches)-1]), nil
+	var newest string
+	var newestTime time.Time
+	for _, m := range matches {
+		if fi, err := os.Stat(m); err == nil && fi.ModTime().After(newestTime) {
+			newest, newestTime = filepath.Dir(m), fi.ModTime()
+		}
+	}
+	if newest != "" {
+		return newest, nil
 	}
 	return "", errors.New("etcd and kube-apiserver not found: run `export KUBEBUILDER_ASSETS=$(scripts/k8s.sh)` (builds them once, several minutes)")
 }
