@@ -46,8 +46,16 @@ type Tollgate struct {
 // (SIGTERM, then SIGKILL after 15 s), logging its output if the test failed.
 func StartTollgate(t testing.TB, args ...string) *Tollgate {
 	t.Helper()
+	return StartTollgateEnv(t, nil, args...)
+}
+
+// StartTollgateEnv is StartTollgate with the process environment env (nil:
+// the test's own).
+func StartTollgateEnv(t testing.TB, env []string, args ...string) *Tollgate {
+	t.Helper()
 	g := &Tollgate{API: FreeAddr(t), Out: &Buffer{}, exited: make(chan struct{})}
 	g.cmd = exec.Command(Binary(t), append(args, "--api.address="+g.API)...)
+	g.cmd.Env = env
 	g.cmd.Stdout, g.cmd.Stderr = g.Out, g.Out
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)

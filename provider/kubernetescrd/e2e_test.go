@@ -7,11 +7,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,27 +18,9 @@ import (
 
 // tollgate is the real binary running as a subprocess, stopped by PID.
 type tollgate struct {
-	api    string
-	ep     string
-	out    *lockedWriter
-	exited chan struct{}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
+	api string
+	ep  string
+	out *itest.Buffer
 }
 
 // startTollgate runs tollgate with one entry point "db" and the Kubernetes
@@ -49,64 +28,24 @@ func (w *lockedWriter) String() string {
 // user's shell would, and waits for /ping.
 func startTollgate(t *testing.T, k *kubetest.Server, ns string) *tollgate {
 	t.Helper()
-	bin := itest.Binary(t)
-	tg := &tollgate{api: freeAddr(t), ep: freeAddr(t), out: &lockedWriter{}, exited: make(chan struct{})}
-	cmd := exec.Command(bin,
-		"--entryPoints.db.address="+tg.ep,
-		"--providers.kubernetesCRD=true",
-		"--providers.kubernetesCRD.namespaces="+ns,
-		"--api.address="+tg.api,
-		"--log.level=INFO",
-	)
 	var env []string
 	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "KUBERNETES_SERVICE_") && !strings.HasPrefix(e, "KUBECONFIG=") {
 			env = append(env, e)
 		}
 	}
-	cmd.Env = append(env, "KUBECONFIG="+k.Kubeconfig)
-	cmd.Stdout, cmd.Stderr = tg.out, tg.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait(); close(tg.exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-tg.exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-tg.exited
-		}
-		if t.Failed() {
-			t.Logf("tollgate output:\n%s", tg.out.String())
-		}
-	})
-	itest.Eventually(t, 10*time.Second, func() bool {
-		select {
-		case <-tg.exited:
-			t.Fatalf("tollgate exited: %s", tg.out.String())
-		default:
-		}
-		resp, err := http.Get("http://" + tg.api + "/ping")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, "tollgate did not answer /ping")
+	tg := &tollgate{ep: itest.FreeAddr(t)}
+	g := itest.StartTollgateEnv(t, append(env, "KUBECONFIG="+k.Kubeconfig),
+		"--entryPoints.db.address="+tg.ep,
+		"--providers.kubernetesCRD=true",
+		"--providers.kubernetesCRD.namespaces="+ns,
+		"--log.level=INFO",
+	)
+	tg.api, tg.out = g.API, g.Out
 	return tg
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func freeAddr(t *testing.T) string { return itest.FreeAddr(t) }
 
 // rawdata is the part of /api/rawdata the tests read.
 type rawdata struct {
