@@ -151,46 +151,11 @@ func dialEcho(t *testing.T, src, addr string) (net.Conn, bool) {
 	if err != nil {
 		return nil, false
 	}
-	if !roundTrip(c) {
+	if !itest.Echoes(c) {
 		c.Close()
 		return nil, false
 	}
 	return c, true
-}
-
-func roundTrip(c net.Conn) bool {
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	defer c.SetDeadline(time.Time{})
-	if _, err := c.Write([]byte{'x'}); err != nil {
-		return false
-	}
-	var b [1]byte
-	_, err := io.ReadFull(c, b[:])
-	return err == nil && b[0] == 'x'
-}
-
-// holdConns opens n connections from src and returns the forwarded ones,
-// closed when the test ends.
-func holdConns(t *testing.T, n int, src, addr string) []net.Conn {
-	t.Helper()
-	var held []net.Conn
-	for range n {
-		if c, ok := dialEcho(t, src, addr); ok {
-			held = append(held, c)
-		}
-	}
-	t.Cleanup(func() {
-		for _, c := range held {
-			c.Close()
-		}
-	})
-	return held
-}
-
-func closeAll(conns []net.Conn) {
-	for _, c := range conns {
-		c.Close()
-	}
 }
 
 // dbTags are the DESIGN §7 tags with a router, an entry point and the
@@ -240,15 +205,15 @@ func TestE2E(t *testing.T) {
 	top := t // connections that outlive a subtest are closed when TestE2E ends
 	var held1 []net.Conn
 	t.Run("amount 10 per client IP, exactly", func(t *testing.T) {
-		held1 = holdConns(top, 15, "127.0.0.1", tg.ep)
+		held1 = itest.Hold(top, 15, "127.0.0.1", tg.ep)
 		if len(held1) != 10 {
 			t.Fatalf("127.0.0.1: %d of 15 forwarded, want exactly 10", len(held1))
 		}
-		held2 := holdConns(t, 15, "127.0.0.2", tg.ep)
+		held2 := itest.Hold(t, 15, "127.0.0.2", tg.ep)
 		if len(held2) != 10 {
 			t.Fatalf("127.0.0.2: %d of 15 forwarded, want exactly 10 (its own budget)", len(held2))
 		}
-		closeAll(held2)
+		itest.CloseAll(held2)
 	})
 
 	t.Run("amount change applies to new connections without resetting held counts", func(t *testing.T) {
@@ -260,27 +225,27 @@ func TestE2E(t *testing.T) {
 		itest.Eventually(t, 2*time.Second, func() bool { return tg.rawdata(t).amountOf(mw) == 12 }, "amount 12 in /api/rawdata")
 		t.Logf("tag change -> amount 12 applied: %v", time.Since(start))
 		for i, hc := range held1 {
-			if !roundTrip(hc) {
+			if !itest.Echoes(hc) {
 				t.Fatalf("held connection %d was cut by the reload", i)
 			}
 		}
-		more := holdConns(t, 5, "127.0.0.1", tg.ep)
+		more := itest.Hold(t, 5, "127.0.0.1", tg.ep)
 		if len(more) != 2 {
 			t.Fatalf("after amount 10 -> 12 with 10 held: %d of 5 new forwarded, want exactly 2 (a reset count would admit 5)", len(more))
 		}
-		closeAll(more)
-		closeAll(held1)
+		itest.CloseAll(more)
+		itest.CloseAll(held1)
 		// Counts fall as connections close: 12 from one IP again.
 		itest.Eventually(t, 2*time.Second, func() bool {
-			got := holdConns(t, 1, "127.0.0.1", tg.ep)
-			closeAll(got)
+			got := itest.Hold(t, 1, "127.0.0.1", tg.ep)
+			itest.CloseAll(got)
 			return len(got) == 1
 		}, "127.0.0.1 admitted again after closing its connections")
-		again := holdConns(t, 14, "127.0.0.1", tg.ep)
+		again := itest.Hold(t, 14, "127.0.0.1", tg.ep)
 		if len(again) != 12 {
 			t.Errorf("127.0.0.1 after closing everything: %d of 14 forwarded, want 12", len(again))
 		}
-		closeAll(again)
+		itest.CloseAll(again)
 	})
 
 	t.Run("failing health check removes the route, passing restores it", func(t *testing.T) {
@@ -409,11 +374,11 @@ func TestE2E(t *testing.T) {
 		if rd := tg.rawdata(t); rd.Routers[router].Status != "enabled" || rd.amountOf(mw) != 12 {
 			t.Fatalf("last configuration not kept while the agent is down: router %+v amount %d", rd.Routers[router], rd.amountOf(mw))
 		}
-		held := holdConns(t, 14, "127.0.0.4", tg.ep)
+		held := itest.Hold(t, 14, "127.0.0.4", tg.ep)
 		if len(held) != 12 {
 			t.Errorf("agent down: %d of 14 forwarded from 127.0.0.4, want the kept amount 12", len(held))
 		}
-		closeAll(held)
+		itest.CloseAll(held)
 
 		restarted := time.Now()
 		if err := a.restart(); err != nil {
@@ -430,11 +395,11 @@ func TestE2E(t *testing.T) {
 		if done.Sub(ready) > 2*time.Second {
 			t.Errorf("reconverged %v after the agent was ready, want <= 2s", done.Sub(ready))
 		}
-		got := holdConns(t, 5, "127.0.0.5", tg.ep)
+		got := itest.Hold(t, 5, "127.0.0.5", tg.ep)
 		if len(got) != 3 {
 			t.Errorf("after the restart: %d of 5 forwarded, want 3", len(got))
 		}
-		closeAll(got)
+		itest.CloseAll(got)
 	})
 
 	t.Run("deregister removes the route", func(t *testing.T) {

@@ -171,42 +171,11 @@ func dialEcho(src, addr string) (net.Conn, bool) {
 	if err != nil {
 		return nil, false
 	}
-	if !roundTrip(c) {
+	if !itest.Echoes(c) {
 		c.Close()
 		return nil, false
 	}
 	return c, true
-}
-
-func roundTrip(c net.Conn) bool {
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	defer c.SetDeadline(time.Time{})
-	if _, err := c.Write([]byte{'x'}); err != nil {
-		return false
-	}
-	var b [1]byte
-	_, err := io.ReadFull(c, b[:])
-	return err == nil && b[0] == 'x'
-}
-
-// holdConns opens n connections from src and returns the forwarded ones,
-// closed when t ends.
-func holdConns(t *testing.T, n int, src, addr string) []net.Conn {
-	t.Helper()
-	var held []net.Conn
-	for range n {
-		if c, ok := dialEcho(src, addr); ok {
-			held = append(held, c)
-		}
-	}
-	t.Cleanup(func() { closeAll(held) })
-	return held
-}
-
-func closeAll(conns []net.Conn) {
-	for _, c := range conns {
-		c.Close()
-	}
 }
 
 // TestE2E runs the tollgate binary against a real kube-apiserver: the DESIGN
@@ -245,15 +214,15 @@ func TestE2E(t *testing.T) {
 	top := t
 	var held1 []net.Conn
 	t.Run("amount 10 per client IP, exactly", func(t *testing.T) {
-		held1 = holdConns(top, 15, "127.0.0.1", tg.ep)
+		held1 = itest.Hold(top, 15, "127.0.0.1", tg.ep)
 		if len(held1) != 10 {
 			t.Fatalf("127.0.0.1: %d of 15 forwarded, want exactly 10", len(held1))
 		}
-		held2 := holdConns(t, 15, "127.0.0.2", tg.ep)
+		held2 := itest.Hold(t, 15, "127.0.0.2", tg.ep)
 		if len(held2) != 10 {
 			t.Fatalf("127.0.0.2: %d of 15 forwarded, want exactly 10 (its own budget)", len(held2))
 		}
-		closeAll(held2)
+		itest.CloseAll(held2)
 	})
 
 	t.Run("amount change applies to new connections without resetting held counts", func(t *testing.T) {
@@ -265,16 +234,16 @@ func TestE2E(t *testing.T) {
 		itest.Eventually(t, 5*time.Second, func() bool { return tg.rawdata(t).amountOf(mwName) == 12 }, "amount 12 in /api/rawdata")
 		t.Logf("MiddlewareTCP update -> amount 12 applied: %v", time.Since(start))
 		for i, c := range held1 {
-			if !roundTrip(c) {
+			if !itest.Echoes(c) {
 				t.Fatalf("held connection %d was cut by the reload", i)
 			}
 		}
-		more := holdConns(t, 5, "127.0.0.1", tg.ep)
+		more := itest.Hold(t, 5, "127.0.0.1", tg.ep)
 		if len(more) != 2 {
 			t.Fatalf("127.0.0.1 holding 10 under amount 12: %d of 5 new forwarded, want exactly 2 (held counts kept)", len(more))
 		}
-		closeAll(more)
-		closeAll(held1)
+		itest.CloseAll(more)
+		itest.CloseAll(held1)
 		held1 = nil
 	})
 
@@ -350,7 +319,7 @@ func TestE2E(t *testing.T) {
 	})
 
 	t.Run("deleting the route removes it", func(t *testing.T) {
-		held := holdConns(t, 1, "127.0.0.1", tg.ep)
+		held := itest.Hold(t, 1, "127.0.0.1", tg.ep)
 		if len(held) != 1 {
 			t.Fatal("not forwarded before the deletion")
 		}
@@ -363,7 +332,7 @@ func TestE2E(t *testing.T) {
 			c.Close()
 			t.Fatal("a new connection was forwarded after the route's deletion")
 		}
-		if !roundTrip(held[0]) {
+		if !itest.Echoes(held[0]) {
 			t.Fatal("the connection held across the deletion was cut")
 		}
 	})
