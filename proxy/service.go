@@ -149,24 +149,58 @@ type weightedChild struct {
 var _ tcp.Handler = (*weighted)(nil)
 
 func (w *weighted) ServeTCP(c *tcp.Conn) {
-	if w.total == 0 {
-		c.Reject()
-		return
-	}
 	w.mu.Lock()
-	best := -1
+	// Smooth weighted round-robin over the members that can take a
+	// connection now: a member whose servers are all down is skipped, so its
+	// share goes to the others instead of to closed connections.
+	best, total := -1, 0
 	for i := range w.children {
 		ch := &w.children[i]
-		if ch.weight == 0 {
+		if ch.weight == 0 || !isAvailable(ch.h) {
 			continue
 		}
 		ch.current += ch.weight
+		total += ch.weight
 		if best < 0 || ch.current > w.children[best].current {
 			best = i
 		}
 	}
-	w.children[best].current -= w.total
+	if best < 0 {
+		w.mu.Unlock()
+		c.Reject()
+		return
+	}
+	w.children[best].current -= total
 	h := w.children[best].h
 	w.mu.Unlock()
 	h.ServeTCP(c)
+}
+
+// availability is implemented by services that know whether any of their
+// servers can take a connection now.
+type availability interface{ available() bool }
+
+func isAvailable(h tcp.Handler) bool {
+	a, ok := h.(availability)
+	return !ok || a.available()
+}
+
+// available reports whether some server is up.
+func (lb *loadBalancer) available() bool {
+	for _, s := range lb.servers {
+		if s.up == nil || s.up.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// available reports whether some member with a weight is available.
+func (w *weighted) available() bool {
+	for _, ch := range w.children {
+		if ch.weight > 0 && isAvailable(ch.h) {
+			return true
+		}
+	}
+	return false
 }
