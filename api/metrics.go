@@ -37,6 +37,7 @@ var (
 	descLastReload = prometheus.NewDesc("tollgate_config_last_reload_timestamp_seconds", "When the last configuration was applied.", nil, nil)
 	descProvider   = prometheus.NewDesc("tollgate_provider_up", "1 when the provider reads its source, 0 when it reports an error.", []string{"provider"}, nil)
 	descProvUpd    = prometheus.NewDesc("tollgate_provider_updates_total", "Configurations received from the provider.", []string{"provider"}, nil)
+	descProvErr    = prometheus.NewDesc("tollgate_provider_errors_total", "Errors reported by the provider (source unreachable or unreadable).", []string{"provider"}, nil)
 	descProvState  = prometheus.NewDesc("tollgate_provider_state", "1 for the provider's current state (starting|ok|error), 0 for the others.", []string{"provider", "state"}, nil)
 	descProvOK     = prometheus.NewDesc("tollgate_provider_last_reload_success", "1 when the provider's last report was a configuration, 0 when it was an error.", []string{"provider"}, nil)
 	descProvLast   = prometheus.NewDesc("tollgate_provider_last_reload_timestamp_seconds", "When the provider last delivered a configuration.", []string{"provider"}, nil)
@@ -56,7 +57,7 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descReloads, descLastReload, descProvider, descProvUpd,
+	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descReloads, descLastReload, descProvider, descProvUpd, descProvErr,
 		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descBytesIn, descBytesOut, descDuration} {
 		ch <- d
 	}
@@ -118,6 +119,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descProvider, prometheus.GaugeValue, up, s.Name)
 		ch <- prometheus.MustNewConstMetric(descProvUpd, prometheus.CounterValue, float64(s.Updates), s.Name)
+		ch <- prometheus.MustNewConstMetric(descProvErr, prometheus.CounterValue, float64(s.Errors), s.Name)
 		for _, state := range providerStates {
 			v := 0.0
 			if s.State == state {

@@ -22,6 +22,7 @@ type Status struct {
 	ErrorSince time.Time `json:"errorSince,omitzero"`
 	Problems   []string  `json:"problems,omitempty"`
 	Updates    uint64    `json:"updates"`
+	Errors     uint64    `json:"errors"` // error reports received, ever
 }
 
 // Watcher merges provider messages into one qualified configuration and
@@ -133,6 +134,7 @@ func (w *Watcher) record(m Message) bool {
 	}
 	log := w.Log.With().Str("provider", m.ProviderName).Logger()
 	if m.Err != nil {
+		st.Errors++
 		if st.State != "error" {
 			st.ErrorSince = time.Now()
 		}

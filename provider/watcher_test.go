@@ -124,7 +124,7 @@ func TestWatcherThrottleLatestWinsAndDedupe(t *testing.T) {
 		t.Fatalf("%d applies, want 3 (duplicate skipped)", rec.n())
 	}
 	st := w.Statuses()
-	if len(st) != 2 || st[1].Name != "file" || st[1].State != "error" || st[1].LastError != "socket gone" {
+	if len(st) != 2 || st[1].Name != "file" || st[1].State != "error" || st[1].LastError != "socket gone" || st[1].Errors != 1 {
 		t.Fatalf("statuses %+v", st)
 	}
 }
