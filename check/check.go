@@ -382,9 +382,6 @@ func (c *checker) resourceProblem(kind, qname, status, msg string, disables bool
 	if status == proxy.StatusDisabled {
 		sev = SeverityError
 	}
-	if strings.Contains(msg, `sourceRange: parsing IP ""`) {
-		msg += ": an entry is empty (a stray comma, or a list with nothing in it)"
-	}
 	p := Problem{File: o.file, Service: o.service, Resource: qname, Severity: sev, Message: msg, DisablesRouter: disables}
 	bare, _, _ := strings.Cut(qname, "@")
 	c.locate(&p, o, kind, bare, fieldFor(kind, msg))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -25,7 +26,10 @@ func Parse(ranges []string) (*List, error) {
 		return nil, errors.New("ipAllowList.sourceRange is empty: it would admit nobody")
 	}
 	l := &List{prefixes: make([]netip.Prefix, 0, len(ranges))}
-	for _, r := range ranges {
+	for i, r := range ranges {
+		if strings.TrimSpace(r) == "" {
+			return nil, fmt.Errorf("ipAllowList.sourceRange[%d] is empty (%q): a stray comma, or an empty list?", i, r)
+		}
 		p, err := config.ParsePrefix(r)
 		if err != nil {
 			return nil, fmt.Errorf("ipAllowList.sourceRange: %w", err)

@@ -29,7 +29,8 @@ func TestParseErrorsNameTheInput(t *testing.T) {
 		{nil, "empty"},
 		{[]string{"10.0.0.0/33"}, `"10.0.0.0/33"`},
 		{[]string{"10.0.0.1", "bogus"}, `"bogus"`},
-		{[]string{""}, `""`},
+		{[]string{""}, `stray comma`},
+		{[]string{"10.0.0.1", " "}, `sourceRange[1] is empty`},
 	} {
 		_, err := Parse(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
