@@ -2,12 +2,9 @@ package consulcatalog
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -18,39 +15,6 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
-
-// consulVersion is the agent scripts/consul.sh builds.
-const consulVersion = "1.14.11"
-
-// consulBinary finds a Consul agent: $TOLLGATE_CONSUL, the binary that
-// scripts/consul.sh caches, or consul on PATH. When none is there and
-// integration tests are required, it runs scripts/consul.sh (a cold build
-// takes minutes).
-func consulBinary() (string, error) {
-	if p := os.Getenv("TOLLGATE_CONSUL"); p != "" {
-		return p, nil
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	cached := filepath.Join(cache, "tollgate", "consul-"+consulVersion, "consul")
-	if fi, err := os.Stat(cached); err == nil && fi.Mode()&0o111 != 0 {
-		return cached, nil
-	}
-	if p, err := exec.LookPath("consul"); err == nil {
-		return p, nil
-	}
-	if !itest.Required() {
-		return "", errors.New("no consul binary: run scripts/consul.sh (builds and caches it), put consul on PATH or set TOLLGATE_CONSUL")
-	}
-	out, err := exec.Command(filepath.Join(itest.ModuleRoot(), "scripts", "consul.sh")).Output()
-	if err != nil {
-		return "", fmt.Errorf("scripts/consul.sh: %w", err)
-	}
-	return string(bytes.TrimSpace(out)), nil
-}
 
 // agent is a `consul agent -dev` on loopback ports of its own, stopped by PID
 // when the test ends.
@@ -73,7 +37,7 @@ type agent struct {
 // configDir (service definitions) are loaded at every start.
 func startAgent(t testing.TB, configDir string) *agent {
 	t.Helper()
-	bin, err := consulBinary()
+	bin, err := itest.ConsulBinary()
 	itest.Need(t, "consul agent", err)
 	var lastErr error
 	for range 3 {

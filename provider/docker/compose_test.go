@@ -2,10 +2,8 @@ package docker
 
 import (
 	"bufio"
-	"bytes"
 	"debug/elf"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -32,40 +30,13 @@ func composeCmd() ([]string, error) {
 	return nil, fmt.Errorf("neither docker-compose nor the docker compose plugin is installed")
 }
 
-// consulVersion is the agent scripts/consul.sh builds and caches.
-const consulVersion = "1.14.11"
-
-// consulBinary finds the Consul agent for the demo's FROM scratch Consul
+// consulBinary finds the Consul agent (itest.ConsulBinary) for the demo's FROM scratch Consul
 // image: $TOLLGATE_CONSUL, the binary scripts/consul.sh caches, or consul on
 // PATH; when none is there and integration tests are required, it runs
 // scripts/consul.sh (a cold build takes minutes). The binary must be static:
 // the image has no dynamic loader.
 func consulBinary() (string, error) {
-	bin, err := func() (string, error) {
-		if p := os.Getenv("TOLLGATE_CONSUL"); p != "" {
-			return p, nil
-		}
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		cached := filepath.Join(cache, "tollgate", "consul-"+consulVersion, "consul")
-		if fi, err := os.Stat(cached); err == nil && fi.Mode()&0o111 != 0 {
-			return cached, nil
-		}
-		if p, err := exec.LookPath("consul"); err == nil {
-			return p, nil
-		}
-		if !itest.Required() {
-			return "", errors.New("no consul binary: run scripts/consul.sh (builds and caches it), put consul on PATH or set TOLLGATE_CONSUL")
-		}
-		out, err := exec.Command(filepath.Join(itest.ModuleRoot(), "scripts", "consul.sh")).Output()
-		if err != nil {
-			return "", fmt.Errorf("scripts/consul.sh: %w", err)
-		}
-		return string(bytes.TrimSpace(out)), nil
-	}()
+	bin, err := itest.ConsulBinary()
 	if err != nil {
 		return "", err
 	}
