@@ -192,43 +192,29 @@ func (p *Provider) Load() provider.Message {
 // files keeps the first definition and yields a problem naming both files.
 func mergeInto(dst, src *config.TCPConfiguration, path string, origin map[string]string) []string {
 	var problems []string
-	add := func(kind, name string, have bool, same bool) bool {
+	problems = mergeMap(&dst.Routers, src.Routers, "router", path, origin, problems)
+	problems = mergeMap(&dst.Services, src.Services, "service", path, origin, problems)
+	problems = mergeMap(&dst.Middlewares, src.Middlewares, "middleware", path, origin, problems)
+	return problems
+}
+
+// mergeMap adds src's entries to *dst (made on first use), keeping the
+// first definition of a name; a different later one becomes a problem naming
+// both files. origin remembers which file defined each kind/name.
+func mergeMap[V any](dst *map[string]V, src map[string]V, kind, path string, origin map[string]string, problems []string) []string {
+	for name, v := range src {
 		key := kind + "/" + name
-		if have {
-			if !same {
+		if old, have := (*dst)[name]; have {
+			if !reflect.DeepEqual(old, v) {
 				problems = append(problems, fmt.Sprintf("%s %q is defined differently in %s and %s: keeping the first", kind, name, origin[key], path))
 			}
-			return false
+			continue
 		}
+		if *dst == nil {
+			*dst = map[string]V{}
+		}
+		(*dst)[name] = v
 		origin[key] = path
-		return true
-	}
-	for n, r := range src.Routers {
-		old, have := dst.Routers[n]
-		if add("router", n, have, reflect.DeepEqual(old, r)) {
-			if dst.Routers == nil {
-				dst.Routers = map[string]*config.TCPRouter{}
-			}
-			dst.Routers[n] = r
-		}
-	}
-	for n, s := range src.Services {
-		old, have := dst.Services[n]
-		if add("service", n, have, reflect.DeepEqual(old, s)) {
-			if dst.Services == nil {
-				dst.Services = map[string]*config.TCPService{}
-			}
-			dst.Services[n] = s
-		}
-	}
-	for n, mw := range src.Middlewares {
-		old, have := dst.Middlewares[n]
-		if add("middleware", n, have, reflect.DeepEqual(old, mw)) {
-			if dst.Middlewares == nil {
-				dst.Middlewares = map[string]*config.TCPMiddleware{}
-			}
-			dst.Middlewares[n] = mw
-		}
 	}
 	return problems
 }
