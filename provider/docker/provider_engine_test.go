@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -306,7 +307,7 @@ func TestEngineOutageThroughRelay(t *testing.T) {
 	if h := osGetenv("DOCKER_HOST"); h != "" {
 		var ok bool
 		if sock, ok = strings.CutPrefix(h, "unix://"); !ok {
-			t.Skipf("DOCKER_HOST=%s is not a unix socket; the relay needs one", h)
+			itest.Need(t, "a unix-socket Docker engine for the relay", fmt.Errorf("DOCKER_HOST=%s is not a unix socket", h))
 		}
 	}
 	u := uniq()
