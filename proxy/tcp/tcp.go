@@ -91,12 +91,14 @@ func (c *Conn) Finish() {
 	}
 }
 
-// Reject ends the connection without serving it: it resets the socket (a reset
-// is cheaper than an orderly close for the proxy under a flood) and finishes it.
+// Reject ends the connection without serving it: it finishes it, then resets
+// the socket (a reset is cheaper than an orderly close for the proxy under a
+// flood). Finishing first means that once the client sees the reset, every
+// count (limiter, gauges) already reflects the end.
 func (c *Conn) Reject() {
+	c.Finish()
 	if c.TCP != nil {
 		_ = c.TCP.SetLinger(0)
 		_ = c.TCP.Close()
 	}
-	c.Finish()
 }
