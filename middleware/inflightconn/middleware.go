@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/ratelog"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
@@ -83,43 +82,18 @@ var _ tcp.Finisher = (*Limiter)(nil)
 
 // Rejection logging: operators alert on "max number of connections reached for
 // <ip>", so the line keeps Traefik's words, but a flood must not become a log
-// flood. At most one line per client key per second and logLinesPerSecond
-// lines per second per limiter; the next line written says how many were
-// suppressed. Metrics count every rejection.
-const (
-	logLinesPerSecond = 10
-	logSlots          = 256
-)
+// flood: at most one line per client key per second and ratelog's default
+// number of lines per second per limiter; the next line written says how many
+// were suppressed. Metrics count every rejection.
+const logLinesPerSecond = ratelog.DefaultPerSecond
 
-type rejectLog struct {
-	mu         sync.Mutex
-	second     int64
-	lines      int
-	suppressed uint64
-	slots      [logSlots]struct {
-		k      netip.Addr
-		second int64
-	}
-}
+type rejectLog struct{ rl ratelog.Limiter }
 
 func (r *rejectLog) reject(log *zerolog.Logger, k netip.Addr, dryRun bool) {
-	now := time.Now().Unix()
-	slot := &r.slots[slotOf(k)]
-	r.mu.Lock()
-	if now != r.second {
-		r.second, r.lines = now, 0
-	}
-	if (slot.k == k && slot.second == now) || r.lines >= logLinesPerSecond {
-		r.suppressed++
-		r.mu.Unlock()
+	ok, suppressed := r.rl.Allow(ratelog.Addr(k))
+	if !ok {
 		return
 	}
-	slot.k, slot.second = k, now
-	r.lines++
-	suppressed := r.suppressed
-	r.suppressed = 0
-	r.mu.Unlock()
-
 	ev := log.Info()
 	msg := "Connection rejected"
 	if dryRun {
@@ -130,13 +104,4 @@ func (r *rejectLog) reject(log *zerolog.Logger, k netip.Addr, dryRun bool) {
 		ev = ev.Uint64("suppressed", suppressed)
 	}
 	ev.Str("error", "max number of connections reached for "+k.String()).Msg(msg)
-}
-
-func slotOf(k netip.Addr) int {
-	b := k.As16()
-	var h uint32 = 2166136261
-	for _, x := range b {
-		h = (h ^ uint32(x)) * 16777619
-	}
-	return int(h % logSlots)
 }
