@@ -60,18 +60,34 @@ type EntryPointProxyProto struct {
 	TrustedIPs []string `description:"Trust PROXY headers only from these IPs or CIDRs." json:"trustedIPs,omitempty" toml:"trustedIPs,omitempty" yaml:"trustedIPs,omitempty"`
 }
 
-// EntryPointsTransport holds an entry point's timeouts.
+// EntryPointsTransport holds an entry point's timeouts and its bound on
+// connections waiting to be routed.
 type EntryPointsTransport struct {
 	LifeCycle          *LifeCycle          `description:"Timeouts influencing the server life cycle." json:"lifeCycle,omitempty" toml:"lifeCycle,omitempty" yaml:"lifeCycle,omitempty" export:"true"`
 	RespondingTimeouts *RespondingTimeouts `description:"Timeouts for incoming connections." json:"respondingTimeouts,omitempty" toml:"respondingTimeouts,omitempty" yaml:"respondingTimeouts,omitempty" export:"true"`
+	// MaxUnroutedPerIP bounds, per client IP, the connections accepted but not
+	// yet routed: on an entry point that reads before routing (a PROXY header,
+	// a TLS ClientHello), a connection waits up to readTimeout before any
+	// inFlightConn counts it. The bound is enforced at accept, before a byte is
+	// read. Senders in proxyProtocol.trustedIPs are not bound as one client:
+	// their connections are counted under the client their header names.
+	MaxUnroutedPerIP int `description:"Connections one client IP may have accepted but not yet routed (waiting for its PROXY header or TLS ClientHello); 0 for no bound." json:"maxUnroutedPerIP,omitempty" toml:"maxUnroutedPerIP,omitempty" yaml:"maxUnroutedPerIP,omitempty" export:"true"`
 }
 
-// SetDefaults sets the default life cycle and responding timeouts.
+// DefaultMaxUnroutedPerIP is the default bound on a client IP's connections
+// waiting to be routed. A client's hello or header arrives within a round
+// trip, so even a busy NAT rarely has more than a few waiting at once; an IP
+// holding more is stalling on purpose.
+const DefaultMaxUnroutedPerIP = 16
+
+// SetDefaults sets the default life cycle, responding timeouts and bound on
+// unrouted connections.
 func (t *EntryPointsTransport) SetDefaults() {
 	t.LifeCycle = &LifeCycle{}
 	t.LifeCycle.SetDefaults()
 	t.RespondingTimeouts = &RespondingTimeouts{}
 	t.RespondingTimeouts.SetDefaults()
+	t.MaxUnroutedPerIP = DefaultMaxUnroutedPerIP
 }
 
 // LifeCycle bounds the shutdown drain.
@@ -84,11 +100,24 @@ func (l *LifeCycle) SetDefaults() { l.GraceTimeOut = Duration(10 * time.Second) 
 
 // RespondingTimeouts bounds what tollgate waits for before routing.
 type RespondingTimeouts struct {
-	ReadTimeout Duration `description:"Deadline for reading a PROXY header or a TLS ClientHello before routing." json:"readTimeout,omitempty" toml:"readTimeout,omitempty" yaml:"readTimeout,omitempty" export:"true"`
+	ReadTimeout Duration `description:"Deadline, from accept, for reading a PROXY header and a TLS ClientHello before routing." json:"readTimeout,omitempty" toml:"readTimeout,omitempty" yaml:"readTimeout,omitempty" export:"true"`
+	// ServerFirstTimeout is how long a client may stay silent, on an entry
+	// point that reads before routing, before it is taken for a client of a
+	// server-first protocol (SMTP, MySQL, FTP: the server speaks first) and
+	// routed as plain TCP without a PROXY header. 0 waits the whole readTimeout.
+	ServerFirstTimeout Duration `description:"How long a silent client waits before it is routed as plain TCP (server-first protocols) on an entry point that reads before routing; 0 waits readTimeout." json:"serverFirstTimeout,omitempty" toml:"serverFirstTimeout,omitempty" yaml:"serverFirstTimeout,omitempty" export:"true"`
 }
 
-// SetDefaults sets a 5 s peek deadline.
-func (r *RespondingTimeouts) SetDefaults() { r.ReadTimeout = Duration(5 * time.Second) }
+// DefaultServerFirstTimeout is how long a silent client waits by default. A
+// TLS client sends its ClientHello right after the TCP handshake, so a second
+// of silence means a client that waits for the server.
+const DefaultServerFirstTimeout = time.Second
+
+// SetDefaults sets a 5 s read deadline and a 1 s server-first wait.
+func (r *RespondingTimeouts) SetDefaults() {
+	r.ReadTimeout = Duration(5 * time.Second)
+	r.ServerFirstTimeout = Duration(DefaultServerFirstTimeout)
+}
 
 // Providers lists the configuration sources.
 type Providers struct {
@@ -244,6 +273,7 @@ func (s *Static) Validate() error {
 		}
 		if ep.Transport == nil {
 			ep.Transport = &EntryPointsTransport{}
+			ep.Transport.SetDefaults()
 		}
 		if ep.Transport.LifeCycle == nil {
 			ep.Transport.LifeCycle = &LifeCycle{}
@@ -258,6 +288,12 @@ func (s *Static) Validate() error {
 		}
 		if ep.Transport.RespondingTimeouts.ReadTimeout < 0 {
 			return fmt.Errorf("entryPoints.%s.transport.respondingTimeouts.readTimeout=%s: must not be negative", name, ep.Transport.RespondingTimeouts.ReadTimeout)
+		}
+		if ep.Transport.RespondingTimeouts.ServerFirstTimeout < 0 {
+			return fmt.Errorf("entryPoints.%s.transport.respondingTimeouts.serverFirstTimeout=%s: must not be negative", name, ep.Transport.RespondingTimeouts.ServerFirstTimeout)
+		}
+		if ep.Transport.MaxUnroutedPerIP < 0 {
+			return fmt.Errorf("entryPoints.%s.transport.maxUnroutedPerIP=%d: must not be negative (0 for no bound)", name, ep.Transport.MaxUnroutedPerIP)
 		}
 	}
 	if s.Providers == nil {

@@ -1,11 +1,9 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -13,10 +11,11 @@ import (
 	"syscall"
 	"time"
 
-	proxyproto "github.com/pires/go-proxyproto"
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/ratelog"
+	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
@@ -28,6 +27,7 @@ type EntryPoint struct {
 	ln          *net.TCPListener
 	table       atomic.Pointer[Table]
 	readTimeout time.Duration
+	serverFirst time.Duration // silent this long: routed as a server-first client
 	grace       time.Duration
 	trusted     []netip.Prefix // PROXY protocol senders to believe
 	ppInsecure  bool
@@ -38,6 +38,15 @@ type EntryPoint struct {
 	log         zerolog.Logger
 	started     atomic.Bool
 	done        chan struct{}
+
+	// unrouted counts, per client IP, connections accepted and not yet routed
+	// (reading a PROXY header or a ClientHello); nil when unbounded.
+	unrouted    *inflightconn.Limiter
+	maxUnrouted int
+	unroutedLog ratelog.Limiter
+
+	acceptErrors atomic.Uint64
+	acceptLog    ratelog.Limiter
 }
 
 // NewEntryPoint binds the entry point's address. An address in use is an
@@ -49,19 +58,26 @@ func NewEntryPoint(name string, cfg *config.EntryPoint, log zerolog.Logger) (*En
 	}
 	ln := l.(*net.TCPListener)
 	e := &EntryPoint{
-		name: name,
-		ln:   ln,
-		log:  log.With().Str("entrypoint", name).Logger(),
-		done: make(chan struct{}),
+		name:        name,
+		ln:          ln,
+		log:         log.With().Str("entrypoint", name).Logger(),
+		done:        make(chan struct{}),
+		serverFirst: config.DefaultServerFirstTimeout,
+		maxUnrouted: config.DefaultMaxUnroutedPerIP,
 	}
 	e.table.Store(emptyTable)
 	if t := cfg.Transport; t != nil {
 		if t.RespondingTimeouts != nil {
 			e.readTimeout = time.Duration(t.RespondingTimeouts.ReadTimeout)
+			e.serverFirst = time.Duration(t.RespondingTimeouts.ServerFirstTimeout)
 		}
 		if t.LifeCycle != nil {
 			e.grace = time.Duration(t.LifeCycle.GraceTimeOut)
 		}
+		e.maxUnrouted = t.MaxUnroutedPerIP
+	}
+	if e.maxUnrouted > 0 {
+		e.unrouted = inflightconn.NewLimiter(int64(e.maxUnrouted), false, 0)
 	}
 	if pp := cfg.ProxyProtocol; pp != nil {
 		e.ppEnabled = true
@@ -93,6 +109,35 @@ func (e *EntryPoint) NoRoute() uint64 { return e.noRoute.Load() }
 // Accepted returns how many connections were accepted.
 func (e *EntryPoint) Accepted() uint64 { return e.accepted.Load() }
 
+// AcceptErrors returns how many accepts failed (out of file descriptors,
+// aborted handshakes).
+func (e *EntryPoint) AcceptErrors() uint64 { return e.acceptErrors.Load() }
+
+// UnroutedState is the live view of an entry point's connections accepted
+// but not yet routed.
+type UnroutedState struct {
+	// MaxPerIP is the bound per client IP; 0 when unbounded.
+	MaxPerIP int `json:"maxPerIP"`
+	// Connections and Clients are the connections waiting now and their
+	// distinct client IPs; Rejected counts those refused at the bound.
+	Connections int64                      `json:"connections"`
+	Clients     int64                      `json:"clients"`
+	Rejected    uint64                     `json:"rejectedTotal"`
+	Top         []inflightconn.ClientCount `json:"topClients,omitempty"`
+}
+
+// Unrouted returns the connections waiting to be routed, with up to top
+// client IPs by count.
+func (e *EntryPoint) Unrouted(top int) UnroutedState {
+	st := UnroutedState{MaxPerIP: e.maxUnrouted}
+	if e.unrouted == nil {
+		return st
+	}
+	ls := e.unrouted.Snapshot(top)
+	st.Connections, st.Clients, st.Rejected, st.Top = ls.InFlight, ls.DistinctIPs, ls.Rejected, ls.Top
+	return st
+}
+
 // SetTable makes t serve new connections. Live connections are untouched.
 func (e *EntryPoint) SetTable(t *Table) {
 	if t == nil {
@@ -101,57 +146,181 @@ func (e *EntryPoint) SetTable(t *Table) {
 	e.table.Store(t)
 }
 
-// Serve accepts until the listener is closed by Shutdown. Temporary accept
-// errors (out of file descriptors, aborted handshakes) back off from 5 ms to
-// 1 s and are logged; the loop never ends silently.
+// Serve accepts until the listener is closed by Shutdown. A failed accept
+// (out of file descriptors, an aborted handshake) pauses the loop (see
+// acceptBackoff) and is logged at a bounded rate; the loop never ends
+// silently.
 func (e *EntryPoint) Serve() error {
 	if !e.started.CompareAndSwap(false, true) {
 		return errors.New("entry point " + e.name + " is already serving")
 	}
 	defer close(e.done)
-	var backoff time.Duration
+	var backoff acceptBackoff
 	for {
 		conn, err := e.ln.AcceptTCP()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			if backoff == 0 {
-				backoff = 5 * time.Millisecond
-			} else if backoff *= 2; backoff > time.Second {
-				backoff = time.Second
+			e.acceptErrors.Add(1)
+			pause := backoff.failed(err, time.Now())
+			if ok, suppressed := e.acceptLog.Allow(ratelog.String(err.Error())); ok {
+				ev := e.log.Error().Err(err).Dur("retry_in", pause)
+				if suppressed > 0 {
+					ev = ev.Uint64("suppressed", suppressed)
+				}
+				ev.Msg("accept failed")
 			}
-			e.log.Error().Err(err).Dur("retry_in", backoff).Msg("accept failed")
-			time.Sleep(backoff)
+			time.Sleep(pause)
 			continue
 		}
-		backoff = 0
 		e.accepted.Add(1)
 		t := e.table.Load()
-		if e.ppEnabled || t.peek {
-			go e.serve(conn, t) // reads from the client first: never on the accept loop
-		} else {
-			e.serve(conn, t) // routing and middlewares never block; the service runs async
+		c := &tcp.Conn{TCP: conn, EntryPoint: e.name}
+		c.Client = addrPort(conn.RemoteAddr())
+		c.Local = addrPort(conn.LocalAddr())
+		e.live.add(c)
+		if !e.ppEnabled && !t.peek {
+			e.route(c, t) // routing and middlewares never block; the service runs async
+			continue
 		}
+		// This connection is read before it is routed: never on the accept
+		// loop, and counted against its IP's bound on unrouted connections
+		// first, before a byte is read.
+		held, ok := e.admitUnrouted(c)
+		if !ok {
+			c.Reject()
+			continue
+		}
+		go e.serveReading(c, t, held)
 	}
 }
 
-// serve routes one connection with table t. It returns once the connection is
-// rejected or handed to its service.
-func (e *EntryPoint) serve(conn *net.TCPConn, t *Table) {
-	c := &tcp.Conn{TCP: conn, EntryPoint: e.name}
-	c.Client = addrPort(conn.RemoteAddr())
-	c.Local = addrPort(conn.LocalAddr())
-	e.live.add(c)
+// acceptBackoff is the pause after a failed accept: 5 ms, doubling up to 1 s
+// while accepts keep failing with the same error. An accept that succeeds
+// between two failures does not reset it: out of file descriptors, each one
+// freed lets one accept through and the next fails again, and a pause that
+// started over at every success would spin and flood the log. A second
+// without failures, or a different error, starts again from 5 ms.
+type acceptBackoff struct {
+	pause    time.Duration
+	last     string
+	lastFail time.Time
+}
 
-	if e.ppEnabled && !e.readProxyHeader(c) {
+func (b *acceptBackoff) failed(err error, now time.Time) time.Duration {
+	msg := err.Error()
+	if b.pause == 0 || msg != b.last || now.Sub(b.lastFail) > b.pause+time.Second {
+		b.pause = 5 * time.Millisecond
+	} else if b.pause *= 2; b.pause > time.Second {
+		b.pause = time.Second
+	}
+	b.last, b.lastFail = msg, now
+	return b.pause
+}
+
+// admitUnrouted counts a connection that must be read before it is routed
+// against its client IP's bound, and returns the key it holds (invalid when
+// none). A sender trusted for PROXY protocol speaks for many clients: it is
+// not counted as one, and serveReading counts its connection under the client
+// its header names once it is read.
+func (e *EntryPoint) admitUnrouted(c *tcp.Conn) (netip.Addr, bool) {
+	if e.unrouted == nil {
+		return netip.Addr{}, true
+	}
+	k := c.Client.Addr()
+	if e.ppEnabled && prefixesContain(e.trusted, k) {
+		return netip.Addr{}, true
+	}
+	if !e.unrouted.Acquire(k) {
+		e.rejectUnrouted(k)
+		return netip.Addr{}, false
+	}
+	return k, true
+}
+
+// rejectUnrouted logs, at a bounded rate, a connection refused at the bound
+// on unrouted connections (the limiter counted it).
+func (e *EntryPoint) rejectUnrouted(k netip.Addr) {
+	ok, suppressed := e.unroutedLog.Allow(ratelog.Addr(k))
+	if !ok {
+		return
+	}
+	ev := e.log.Info().Str("client_ip", k.String())
+	if suppressed > 0 {
+		ev = ev.Uint64("suppressed", suppressed)
+	}
+	ev.Str("error", fmt.Sprintf("too many unrouted connections from %s (entryPoints.%s.transport.maxUnroutedPerIP=%d)", k, e.name, e.maxUnrouted)).
+		Msg("Connection rejected")
+}
+
+// serveReading reads what the client sends before routing, releases the
+// connection's unrouted slot, and routes it.
+func (e *EntryPoint) serveReading(c *tcp.Conn, t *Table, held netip.Addr) {
+	ok := e.preroute(c, t, &held)
+	if held.IsValid() {
+		e.unrouted.Release(held)
+	}
+	if !ok {
 		c.Reject()
 		return
 	}
-	if t.peek && !e.peekHello(c) {
-		c.Reject()
-		return
+	e.route(c, t)
+}
+
+// preroute reads the PROXY header and the ClientHello the table needs, under
+// one deadline from accept. A client silent for serverFirstTimeout is routed
+// as plain TCP when a route can take it (server-first protocols). It returns
+// false when the connection must be closed: a malformed or unfinished header
+// or hello, or nothing by the deadline where only TLS routes exist.
+func (e *EntryPoint) preroute(c *tcp.Conn, t *Table, held *netip.Addr) bool {
+	now := time.Now()
+	pr := prereader{conn: c.TCP}
+	defer pr.done()
+	if e.readTimeout > 0 {
+		pr.deadline = now.Add(e.readTimeout)
 	}
+	wait := e.serverFirst
+	if wait == 0 || e.readTimeout > 0 && wait > e.readTimeout {
+		wait = e.readTimeout
+	}
+	serverFirst := wait > 0 && (!t.peek || len(t.plain) > 0) // a silent client has a route
+	if serverFirst {
+		pr.expectFirstByte(now.Add(wait))
+	}
+	if e.ppEnabled {
+		peer := c.Client.Addr()
+		trusted := e.ppInsecure || prefixesContain(e.trusted, peer)
+		if err := parseProxyHeader(&pr, c, trusted); err != nil {
+			e.log.Debug().Err(err).Str("client_ip", peer.String()).Bool("trusted", trusted).Msg("bad PROXY protocol header")
+			return false
+		}
+		if !t.peek || pr.silent {
+			return true
+		}
+		if e.unrouted != nil && !held.IsValid() {
+			// A trusted sender is not bound as one client: from here on the
+			// client its header names is.
+			k := c.Client.Addr()
+			if !e.unrouted.Acquire(k) {
+				e.rejectUnrouted(k)
+				return false
+			}
+			*held = k
+		}
+		if serverFirst && len(c.Peeked) == 0 {
+			pr.expectFirstByte(time.Now().Add(wait))
+		}
+	}
+	if !t.peek {
+		return true
+	}
+	return e.peekHello(c, &pr)
+}
+
+// route matches c against t and hands it to the router's chain. It returns
+// once the connection is rejected or handed to its service.
+func (e *EntryPoint) route(c *tcp.Conn, t *Table) {
 	r := t.match(c)
 	if r == nil {
 		e.noRoute.Add(1)
@@ -162,60 +331,6 @@ func (e *EntryPoint) serve(conn *net.TCPConn, t *Table) {
 	r.open.Add(1)
 	c.Defer(r)
 	r.handler.ServeTCP(c)
-}
-
-// readProxyHeader reads the PROXY protocol header a client sends first, under
-// the read deadline. From a trusted sender (any sender with insecure) the
-// header's source and destination become c.Client and c.Local, so that
-// inFlightConn, ipAllowList and ClientIP key on the real client. From anyone
-// else the header is read and dropped and the socket peer stays the client, as
-// with Traefik's IGNORE policy: an untrusted header never reaches a backend.
-// Bytes read past the header go to c.Peeked. A client that sends nothing
-// before the deadline is served as one without a header (in some protocols the
-// server speaks first); a malformed or unfinished header closes it.
-func (e *EntryPoint) readProxyHeader(c *tcp.Conn) bool {
-	if e.readTimeout > 0 {
-		_ = c.TCP.SetReadDeadline(time.Now().Add(e.readTimeout))
-	}
-	trusted := e.ppInsecure || prefixesContain(e.trusted, c.Client.Addr())
-	err := parseProxyHeader(c.TCP, c, trusted)
-	_ = c.TCP.SetReadDeadline(time.Time{})
-	if err != nil {
-		e.log.Debug().Err(err).Str("client_ip", c.Client.Addr().String()).Bool("trusted", trusted).Msg("bad PROXY protocol header")
-		return false
-	}
-	return true
-}
-
-// parseProxyHeader reads an optional PROXY header (v1 or v2) from src, applies
-// it to c when trusted, and appends the bytes read past it to c.Peeked.
-func parseProxyHeader(src io.Reader, c *tcp.Conn, trusted bool) error {
-	br := bufio.NewReaderSize(src, 512)
-	h, err := proxyproto.Read(br)
-	if n := br.Buffered(); n > 0 {
-		b, _ := br.Peek(n)
-		c.Peeked = append(c.Peeked, b...)
-	}
-	var ne net.Error
-	switch {
-	case err == nil:
-	case errors.Is(err, proxyproto.ErrNoProxyProtocol):
-		return nil // a client without a header: its first bytes are in c.Peeked
-	case errors.As(err, &ne) && ne.Timeout() && len(c.Peeked) == 0:
-		return nil // silent until the deadline: no header
-	default:
-		return err
-	}
-	if !trusted || h.Command.IsLocal() {
-		return nil // LOCAL: the sender's own connection (a health check)
-	}
-	from, ok := h.SourceAddr.(*net.TCPAddr)
-	to, ok2 := h.DestinationAddr.(*net.TCPAddr)
-	if ok && ok2 { // TCP over IPv4 or IPv6; UDP and UNIX keep the peer
-		c.Client = unmapAP(from.AddrPort())
-		c.Local = unmapAP(to.AddrPort())
-	}
-	return nil
 }
 
 // Shutdown stops accepting, lets live connections drain for the grace

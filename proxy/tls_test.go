@@ -393,14 +393,19 @@ func cfgWith(sni string, edit func(*tls.Config)) *tls.Config {
 	return c
 }
 
-// Acceptance: a client that sends nothing to an entry point with TLS routes
-// is closed at the read deadline.
+// Acceptance: a client that sends nothing to an entry point with only TLS
+// routes is closed at the read deadline: no route could take it.
 func TestTLSSilentClientClosedAtDeadline(t *testing.T) {
 	const readTimeout = 300 * time.Millisecond
-	f := newSNIFixture(t, func(_ string, ep *config.EntryPoint) {
+	a := startTLSBackend(t, "A", "a.test")
+	s := newServerWith(t, func(_ string, ep *config.EntryPoint) {
 		ep.Transport.RespondingTimeouts.ReadTimeout = config.Duration(readTimeout)
+	}, "tls")
+	apply(s, "file", &config.TCPConfiguration{
+		Routers:  map[string]*config.TCPRouter{"a": passthrough("HostSNI(`a.test`)", "a")},
+		Services: map[string]*config.TCPService{"a": lbConfig(a.addr())},
 	})
-	c, err := net.DialTimeout("tcp", f.s.addr("tls"), 2*time.Second)
+	c, err := net.DialTimeout("tcp", s.addr("tls"), 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,9 +421,46 @@ func TestTLSSilentClientClosedAtDeadline(t *testing.T) {
 	if elapsed < readTimeout-50*time.Millisecond || elapsed > readTimeout+2*time.Second {
 		t.Fatalf("silent client closed after %v, want about the %v read timeout", elapsed, readTimeout)
 	}
-	waitFor(t, "the entry point to forget the silent client", func() bool { return f.s.EntryPoint("tls").Open() == 0 })
-	if f.backendsContacted()+f.p.accepted() != 0 {
+	waitFor(t, "the entry point to forget the silent client", func() bool { return s.EntryPoint("tls").Open() == 0 })
+	if a.count() != 0 {
 		t.Fatal("a backend was dialled for a silent client")
+	}
+}
+
+// A client of a server-first protocol (it sends nothing and waits for the
+// server's greeting) on an entry point that has TLS routes and a plain
+// HostSNI(`*`) route is routed as plain TCP once it has been silent for
+// serverFirstTimeout, not reset at the read deadline: it gets the plain
+// backend's banner. TLS clients on the same entry point are unaffected.
+func TestSilentClientIsServedAsServerFirst(t *testing.T) {
+	const serverFirst = 200 * time.Millisecond
+	f := newSNIFixture(t, func(_ string, ep *config.EntryPoint) {
+		ep.Transport.RespondingTimeouts.ReadTimeout = config.Duration(3 * time.Second)
+		ep.Transport.RespondingTimeouts.ServerFirstTimeout = config.Duration(serverFirst)
+	})
+	for i := 0; i < 3; i++ {
+		c, err := net.DialTimeout("tcp", f.s.addr("tls"), 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b := make([]byte, 1)
+		_, err = io.ReadFull(c, b)
+		elapsed := time.Since(start)
+		_ = c.Close()
+		if err != nil || b[0] != 'P' {
+			t.Fatalf("silent client %d: read %q, %v after %v; want the plain backend's banner P", i, b, err, elapsed)
+		}
+		if elapsed < serverFirst-50*time.Millisecond || elapsed > 2*time.Second {
+			t.Fatalf("silent client %d greeted after %v, want about the %v server-first wait", i, elapsed, serverFirst)
+		}
+	}
+	if got := tlsGreeting(t, f.s.addr("tls"), "a.test", f.roots, nil, nil); got != "A" {
+		t.Fatalf("TLS client for a.test reached %q, want A", got)
+	}
+	if f.backendsContacted() != 1 {
+		t.Fatalf("%d TLS backends contacted, want 1 (the TLS client's)", f.backendsContacted())
 	}
 }
 

@@ -1,0 +1,405 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	proxyproto "github.com/pires/go-proxyproto"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/proxy/tcp"
+)
+
+// dialSrc connects to addr from source IP src.
+func dialSrc(t testing.TB, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial %s from %s: %v", addr, src, err)
+	}
+	return c
+}
+
+// dialOrReset connects to addr from src; it returns nil when the proxy reset
+// the connection before connect returned (a rejection at accept).
+func dialOrReset(t testing.TB, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if errors.Is(err, syscall.ECONNRESET) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("dial %s from %s: %v", addr, src, err)
+	}
+	return c
+}
+
+// stillOpen reports whether the proxy has neither closed nor reset c: a read
+// that waits for wait without an answer.
+func stillOpen(c net.Conn, wait time.Duration) bool {
+	if c == nil {
+		return false
+	}
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// tlsFrom completes a TLS handshake with serverName from source IP src and
+// returns the backend's one-byte banner, or "closed".
+func tlsFrom(t testing.TB, src, addr, serverName string, roots *x509.CertPool) string {
+	t.Helper()
+	raw := dialSrc(t, src, addr)
+	defer raw.Close()
+	c := tls.Client(raw, &tls.Config{ServerName: serverName, RootCAs: roots})
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := c.Handshake(); err != nil {
+		return "closed"
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return "closed"
+	}
+	return string(b[:])
+}
+
+// Issue 10.1: on an entry point that reads before routing, one client IP can
+// hold at most maxUnroutedPerIP connections that have not sent their
+// ClientHello; the rest are refused at accept, counted, and another IP is
+// served meanwhile. Closing the silent ones frees their slots.
+func TestUnroutedBoundPerIP(t *testing.T) {
+	const bound = 5
+	a := startTLSBackend(t, "A", "a.test")
+	s := newServerWith(t, func(_ string, ep *config.EntryPoint) {
+		ep.Transport.RespondingTimeouts.ReadTimeout = config.Duration(10 * time.Second)
+		ep.Transport.MaxUnroutedPerIP = bound
+	}, "tls")
+	apply(s, "file", &config.TCPConfiguration{
+		Routers:  map[string]*config.TCPRouter{"a": passthrough("HostSNI(`a.test`)", "a")},
+		Services: map[string]*config.TCPService{"a": lbConfig(a.addr())},
+	})
+	ep, addr := s.EntryPoint("tls"), s.addr("tls")
+	var silent []net.Conn
+	defer func() { closeAll(silent) }()
+	for i := 0; i < 4*bound; i++ {
+		if c := dialOrReset(t, "127.0.0.5", addr); c != nil {
+			silent = append(silent, c)
+		}
+	}
+	waitFor(t, "the bound to refuse the extra connections", func() bool {
+		u := ep.Unrouted(10)
+		return u.Connections == bound && u.Rejected == 3*bound
+	})
+	open := 0
+	for _, c := range silent {
+		if stillOpen(c, 50*time.Millisecond) {
+			open++
+		}
+	}
+	if open != bound {
+		t.Fatalf("%d silent connections from one IP still open, want the bound %d", open, bound)
+	}
+	u := ep.Unrouted(10)
+	if u.Clients != 1 || len(u.Top) != 1 || u.Top[0].IP != "127.0.0.5" || u.Top[0].Count != bound {
+		t.Fatalf("unrouted state %+v, want 127.0.0.5 holding %d", u, bound)
+	}
+	if got := tlsFrom(t, "127.0.0.6", addr, "a.test", mergePools(a)); got != "A" {
+		t.Fatalf("a client from another IP reached %q while 127.0.0.5 held its bound, want A", got)
+	}
+	closeAll(silent)
+	silent = nil
+	waitFor(t, "the silent connections' slots to be freed", func() bool { return ep.Unrouted(0).Connections == 0 })
+	if got := tlsFrom(t, "127.0.0.5", addr, "a.test", mergePools(a)); got != "A" {
+		t.Fatalf("127.0.0.5 after closing its silent connections reached %q, want A", got)
+	}
+	if n := ep.unrouted.Entries(); n != 0 {
+		t.Fatalf("%d unrouted entries left, want 0", n)
+	}
+}
+
+// A sender trusted for PROXY protocol speaks for many clients: it is not
+// bound as one. Its connections are bound under the client each header names
+// while they wait for their ClientHello.
+func TestUnroutedBoundTrustedSender(t *testing.T) {
+	const bound = 3
+	a := startTLSBackend(t, "A", "a.test")
+	s := newServerWith(t, func(_ string, ep *config.EntryPoint) {
+		ep.ProxyProtocol = &config.EntryPointProxyProto{TrustedIPs: []string{"127.0.0.2"}}
+		ep.Transport.RespondingTimeouts.ReadTimeout = config.Duration(10 * time.Second)
+		ep.Transport.MaxUnroutedPerIP = bound
+	}, "pp")
+	apply(s, "file", &config.TCPConfiguration{
+		Routers:  map[string]*config.TCPRouter{"a": passthrough("HostSNI(`a.test`)", "a")},
+		Services: map[string]*config.TCPService{"a": lbConfig(a.addr())},
+	})
+	ep, addr := s.EntryPoint("pp"), s.addr("pp")
+	var conns []net.Conn
+	defer func() { closeAll(conns) }()
+	send := func(src, claimed string) net.Conn {
+		c := dialOrReset(t, src, addr)
+		if c == nil {
+			return nil
+		}
+		conns = append(conns, c)
+		if _, err := c.Write(ppHeader(t, 2, claimed+":1000", "192.0.2.1:443")); err != nil {
+			return nil // reset at accept
+		}
+		return c
+	}
+	// Ten different clients through the trusted sender: none refused.
+	for i := 0; i < 10; i++ {
+		send("127.0.0.2", fmt.Sprintf("198.51.100.%d", i+1))
+	}
+	waitFor(t, "ten clients behind the trusted sender to wait for their hellos", func() bool { return ep.Unrouted(0).Connections == 10 })
+	// Ten connections of one client through it: the bound holds for that client.
+	var same []net.Conn
+	for i := 0; i < 10; i++ {
+		same = append(same, send("127.0.0.2", "203.0.113.9"))
+	}
+	waitFor(t, "the bound to refuse the extra connections of one claimed client", func() bool {
+		return ep.Unrouted(0).Rejected == 10-bound
+	})
+	open := 0
+	for _, c := range same {
+		if stillOpen(c, 50*time.Millisecond) {
+			open++
+		}
+	}
+	if open != bound {
+		t.Fatalf("%d connections of one claimed client open, want %d", open, bound)
+	}
+	// An untrusted sender is bound as itself, whatever its headers claim.
+	var untrusted []net.Conn
+	for i := 0; i < 10; i++ {
+		untrusted = append(untrusted, send("127.0.0.3", fmt.Sprintf("198.51.100.%d", 100+i)))
+	}
+	open = 0
+	for _, c := range untrusted {
+		if stillOpen(c, 50*time.Millisecond) {
+			open++
+		}
+	}
+	if open != bound {
+		t.Fatalf("%d connections from an untrusted sender open, want %d", open, bound)
+	}
+}
+
+// Issue 10.3: a client without a PROXY header whose first bytes are short and
+// begin like a signature (Redis's "PING\r\n" starts like v1, "\r\n..." like
+// v2) is served as soon as its bytes cannot be a header, not held until the
+// read deadline.
+func TestProxyProtocolShortClientsNotHeld(t *testing.T) {
+	const readTimeout = 3 * time.Second
+	be := startBackend(t, "")
+	s := ppServer(t, readTimeout)
+	apply(s, "file", singleRouter(be.addr(), nil))
+	addr := s.addr("pp")
+	for _, sender := range []string{"127.0.0.2", "127.0.0.3"} { // trusted and not
+		for _, first := range []string{"PING\r\n", "\r\nQUIT\r\n", "PROXIED\r\n", "\r\n\r\n\x00\r\nX", "P\n"} {
+			c := dialSrc(t, sender, addr)
+			start := time.Now()
+			_ = c.SetDeadline(time.Now().Add(readTimeout + time.Second))
+			if _, err := c.Write([]byte(first)); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len(first))
+			_, err := io.ReadFull(c, got)
+			el := time.Since(start)
+			_ = c.Close()
+			if err != nil || string(got) != first {
+				t.Fatalf("from %s, %q: echoed %q, %v", sender, first, got, err)
+			}
+			if el > readTimeout/3 {
+				t.Fatalf("from %s, %q: echoed after %v, want at once (read timeout %v)", sender, first, el, readTimeout)
+			}
+		}
+	}
+}
+
+// fragmentedWrite writes b in pieces cut at random points, pausing up to
+// maxPause between them.
+func fragmentedWrite(c net.Conn, b []byte, rng *rand.Rand, maxPause time.Duration) error {
+	for len(b) > 0 {
+		n := 1 + rng.IntN(min(len(b), 24))
+		if _, err := c.Write(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+		if maxPause > 0 {
+			time.Sleep(time.Duration(rng.Int64N(int64(maxPause))))
+		}
+	}
+	return nil
+}
+
+// Issue 10.3: a trusted sender's header (v1, v2, v2 with TLVs) and the
+// ClientHello behind it, delivered through a real socket in random fragments
+// with random pauses, are assembled under the deadline: the connection is
+// routed as the client the header names, and the backend gets exactly the
+// client's bytes.
+func TestProxyHeaderAndHelloInFragments(t *testing.T) {
+	a := startTLSBackend(t, "A", "a.test")
+	claimed := startBackend(t, "C") // plain route for the claimed client
+	other := startBackend(t, "O")
+	s := newServerWith(t, func(_ string, ep *config.EntryPoint) {
+		ep.ProxyProtocol = &config.EntryPointProxyProto{TrustedIPs: []string{"127.0.0.2"}}
+		ep.Transport.RespondingTimeouts.ReadTimeout = config.Duration(5 * time.Second)
+		ep.Transport.RespondingTimeouts.ServerFirstTimeout = config.Duration(2 * time.Second)
+	}, "pp")
+	apply(s, "file", &config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"a":       passthrough("HostSNI(`a.test`) && ClientIP(`198.51.100.7`)", "a"),
+			"claimed": {Rule: "ClientIP(`198.51.100.7`)", Service: "claimed"},
+			"other":   {Rule: "HostSNI(`*`)", Service: "other", Priority: 1},
+		},
+		Services: map[string]*config.TCPService{"a": lbConfig(a.addr()), "claimed": lbConfig(claimed.addr()), "other": lbConfig(other.addr())},
+	})
+	addr := s.addr("pp")
+	tlv := &proxyproto.Header{Version: 2, Command: proxyproto.PROXY, TransportProtocol: proxyproto.TCPv4,
+		SourceAddr: &net.TCPAddr{IP: net.IPv4(198, 51, 100, 7), Port: 1}, DestinationAddr: &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 2}}
+	if err := tlv.SetTLVs([]proxyproto.TLV{{Type: proxyproto.PP2_TYPE_AUTHORITY, Value: []byte("db.example.com")}}); err != nil {
+		t.Fatal(err)
+	}
+	withTLV, err := tlv.Format()
+	if err != nil {
+		t.Fatal(err)
+	}
+	headers := map[string][]byte{
+		"v1":      ppHeader(t, 1, "198.51.100.7:4000", "192.0.2.1:5432"),
+		"v2":      ppHeader(t, 2, "198.51.100.7:4000", "192.0.2.1:5432"),
+		"v2+tlv":  withTLV,
+		"v1-ipv6": ppHeader(t, 1, "[::ffff:198.51.100.7]:4000", "[2001:db8::1]:5432"),
+	}
+	rng := rand.New(rand.NewPCG(10, 3))
+	for name, hdr := range headers {
+		for i := 0; i < 6; i++ {
+			// Plain payload: the claimed client's route, payload intact.
+			c := dialSrc(t, "127.0.0.2", addr)
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			payload := []byte(fmt.Sprintf("hello %s %d", name, i))
+			if err := fragmentedWrite(c, append(slices.Clone(hdr), payload...), rng, 15*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, 1+len(payload))
+			if _, err := io.ReadFull(c, got); err != nil || got[0] != 'C' || !bytes.Equal(got[1:], payload) {
+				t.Fatalf("%s #%d: got %q, %v; want banner C and the payload back", name, i, got, err)
+			}
+			_ = c.Close()
+		}
+		// A TLS client behind the header, hello fragmented too.
+		c := dialSrc(t, "127.0.0.2", addr)
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		fc := &randFragConn{Conn: c, rng: rng, pause: 10 * time.Millisecond}
+		if err := fragmentedWrite(c, hdr, rng, 15*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		tc := tls.Client(fc, &tls.Config{ServerName: "a.test", RootCAs: mergePools(a)})
+		var b [1]byte
+		if err := tc.Handshake(); err != nil {
+			t.Fatalf("%s: TLS handshake behind a fragmented header: %v", name, err)
+		}
+		if _, err := io.ReadFull(tc, b[:]); err != nil || b[0] != 'A' {
+			t.Fatalf("%s: TLS client reached %q, %v; want A", name, b[:], err)
+		}
+		_ = c.Close()
+	}
+}
+
+// randFragConn writes in random fragments with random pauses.
+type randFragConn struct {
+	net.Conn
+	rng   *rand.Rand
+	pause time.Duration
+}
+
+func (f *randFragConn) Write(b []byte) (int, error) {
+	if err := fragmentedWrite(f.Conn, b, f.rng, f.pause); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// FuzzProxyHeaderSocket delivers the same first bytes through a real loopback
+// socket in fragments (cut where cuts says) and from memory in one piece: the
+// PROXY-header reader must reach the same decision either way (error or not,
+// the same client), and what it keeps for the backend over the socket must be
+// a prefix of what it keeps from memory.
+func FuzzProxyHeaderSocket(f *testing.F) {
+	for i, s := range proxySeeds(f) {
+		f.Add(s, []byte{byte(i), 3, 1, 7}, i%2 == 0)
+	}
+	f.Add([]byte("PING\r\n"), []byte{1, 1, 1}, true)
+	f.Add(append(ppHeader(f, 1, "198.51.100.7:4000", "192.0.2.1:5432"), "x"...), []byte{10, 20}, true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer ln.Close()
+	peer := netip.MustParseAddrPort("127.0.0.9:40000")
+	local := netip.MustParseAddrPort("127.0.0.1:5432")
+	f.Fuzz(func(t *testing.T, data, cuts []byte, trusted bool) {
+		if len(data) > 4096 {
+			return
+		}
+		whole := &tcp.Conn{Client: peer, Local: local}
+		errWhole := parseProxyHeader(bytes.NewReader(data), whole, trusted)
+
+		client, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		srv, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		go func() {
+			rest := data
+			for i := 0; len(rest) > 0; i++ {
+				n := len(rest)
+				if i < len(cuts) && cuts[i] > 0 {
+					n = min(n, int(cuts[i]))
+				}
+				if _, err := client.Write(rest[:n]); err != nil {
+					return
+				}
+				rest = rest[n:]
+				if i < len(cuts) && cuts[i]%4 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			_ = client.(*net.TCPConn).CloseWrite()
+		}()
+		frag := &tcp.Conn{Client: peer, Local: local}
+		pr := &prereader{conn: srv.(*net.TCPConn), deadline: time.Now().Add(5 * time.Second)}
+		errFrag := parseProxyHeader(pr, frag, trusted)
+		if (errWhole == nil) != (errFrag == nil) {
+			t.Fatalf("from memory: %v; through a socket in fragments %v: %v", errWhole, cuts, errFrag)
+		}
+		if errWhole != nil {
+			return
+		}
+		if whole.Client != frag.Client || whole.Local != frag.Local {
+			t.Fatalf("client %v -> %v from memory, %v -> %v through a socket", whole.Client, whole.Local, frag.Client, frag.Local)
+		}
+		if !bytes.HasPrefix(whole.Peeked, frag.Peeked) {
+			t.Fatalf("kept %q through a socket, not a prefix of %q from memory", frag.Peeked, whole.Peeked)
+		}
+	})
+}
