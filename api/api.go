@@ -402,15 +402,24 @@ func (s Sources) overview(w http.ResponseWriter, _ *http.Request) {
 
 // entryPointInfo is an entry point as /api/entrypoints shows it.
 type entryPointInfo struct {
-	Name     string `json:"name"`
-	Address  string `json:"address"`
-	Open     int64  `json:"openConnections"`
-	Accepted uint64 `json:"acceptedTotal"`
-	NoRoute  uint64 `json:"noRouteTotal"`
+	Name         string `json:"name"`
+	Address      string `json:"address"`
+	Open         int64  `json:"openConnections"`
+	Accepted     uint64 `json:"acceptedTotal"`
+	NoRoute      uint64 `json:"noRouteTotal"`
+	AcceptErrors uint64 `json:"acceptErrorsTotal"`
+	// Unrouted is the connections accepted and not yet routed (reading a
+	// PROXY header or a ClientHello), with the clients holding most of them.
+	Unrouted proxy.UnroutedState `json:"unrouted"`
 }
 
+// epTopUnrouted is how many client IPs /api/entrypoints shows per entry point
+// by connections waiting to be routed.
+const epTopUnrouted = 10
+
 func epInfo(ep *proxy.EntryPoint) entryPointInfo {
-	return entryPointInfo{Name: ep.Name(), Address: ep.Addr().String(), Open: ep.Open(), Accepted: ep.Accepted(), NoRoute: ep.NoRoute()}
+	return entryPointInfo{Name: ep.Name(), Address: ep.Addr().String(), Open: ep.Open(), Accepted: ep.Accepted(),
+		NoRoute: ep.NoRoute(), AcceptErrors: ep.AcceptErrors(), Unrouted: ep.Unrouted(epTopUnrouted)}
 }
 
 func (s Sources) entryPoints(w http.ResponseWriter, _ *http.Request) {

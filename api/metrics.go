@@ -28,11 +28,14 @@ var (
 	descEPOpen     = prometheus.NewDesc("tollgate_entrypoint_open_connections", "Connections being served, per entry point.", []string{"entrypoint"}, nil)
 	descEPAccepted = prometheus.NewDesc("tollgate_entrypoint_connections_total", "Connections accepted, per entry point.", []string{"entrypoint"}, nil)
 	descNoRoute    = prometheus.NewDesc("tollgate_entrypoint_rejected_total", "Connections closed by the entry point, per reason.", []string{"entrypoint", "reason"}, nil)
+	descEPUnrouted = prometheus.NewDesc("tollgate_entrypoint_unrouted_connections", "Connections accepted and not yet routed (reading a PROXY header or a TLS ClientHello), per entry point.", []string{"entrypoint"}, nil)
+	descEPAcceptEr = prometheus.NewDesc("tollgate_entrypoint_accept_errors_total", "Failed accepts (out of file descriptors, aborted handshakes), per entry point.", []string{"entrypoint"}, nil)
 	descRouterOpen = prometheus.NewDesc("tollgate_router_open_connections", "Connections being served, per router.", []string{"router"}, nil)
 	descMWConns    = prometheus.NewDesc("tollgate_middleware_connections_total", "Connections seen by a middleware, per result (accepted|rejected) and reason.", []string{"middleware", "result", "reason"}, nil)
 	descInFlight   = prometheus.NewDesc("tollgate_inflightconn_connections", "Connections counted by an inFlightConn limiter now.", []string{"middleware"}, nil)
 	descClients    = prometheus.NewDesc("tollgate_inflightconn_clients", "Distinct client keys with an open connection, per inFlightConn limiter.", []string{"middleware"}, nil)
 	descDialErrors = prometheus.NewDesc("tollgate_service_dial_errors_total", "Failed backend dials, per service.", []string{"service"}, nil)
+	descFallbacks  = prometheus.NewDesc("tollgate_service_splice_fallbacks_total", "Copies done through a buffer because no splice pipe could be created (out of file descriptors), per service.", []string{"service"}, nil)
 	descReloads    = prometheus.NewDesc("tollgate_config_reloads_total", "Configurations applied.", nil, nil)
 	descLastReload = prometheus.NewDesc("tollgate_config_last_reload_timestamp_seconds", "When the last configuration was applied.", nil, nil)
 	descProvider   = prometheus.NewDesc("tollgate_provider_up", "1 when the provider reads its source, 0 when it reports an error.", []string{"provider"}, nil)
@@ -57,7 +60,7 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descReloads, descLastReload, descProvider, descProvUpd, descProvErr,
+	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descEPUnrouted, descEPAcceptEr, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descFallbacks, descReloads, descLastReload, descProvider, descProvUpd, descProvErr,
 		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descBytesIn, descBytesOut, descDuration} {
 		ch <- d
 	}
@@ -69,6 +72,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descEPOpen, prometheus.GaugeValue, float64(ep.Open()), name)
 		ch <- prometheus.MustNewConstMetric(descEPAccepted, prometheus.CounterValue, float64(ep.Accepted()), name)
 		ch <- prometheus.MustNewConstMetric(descNoRoute, prometheus.CounterValue, float64(ep.NoRoute()), name, "no_route")
+		u := ep.Unrouted(0)
+		ch <- prometheus.MustNewConstMetric(descNoRoute, prometheus.CounterValue, float64(u.Rejected), name, "unrouted_limit")
+		ch <- prometheus.MustNewConstMetric(descEPUnrouted, prometheus.GaugeValue, float64(u.Connections), name)
+		ch <- prometheus.MustNewConstMetric(descEPAcceptEr, prometheus.CounterValue, float64(ep.AcceptErrors()), name)
 	}
 	st := c.srv.State()
 	for _, name := range st.Limiters.Names() {
@@ -96,6 +103,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		},
 		func(name string, s *proxy.ServiceCounters) {
 			ch <- prometheus.MustNewConstMetric(descDialErrors, prometheus.CounterValue, float64(s.DialErrors.Load()), name)
+			ch <- prometheus.MustNewConstMetric(descFallbacks, prometheus.CounterValue, float64(s.SpliceFallbacks.Load()), name)
 		},
 		func(name string, open int64) {
 			ch <- prometheus.MustNewConstMetric(descRouterOpen, prometheus.GaugeValue, float64(open), name)
