@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"io"
 	"net"
 	"runtime"
@@ -19,13 +18,14 @@ import (
 // in both directions by two goroutines started fresh after the dial (a
 // goroutine whose stack the dial grew would keep that stack while idle).
 type pair struct {
-	c       *tcp.Conn
-	backend *net.TCPConn
-	delay   time.Duration // termination delay; negative waits without limit
-	up, dn  int64         // bytes client->backend, backend->client
-	ended   atomic.Int32
-	failed  atomic.Bool
-	onEnd   func(p *pair) // optional, e.g. access log; nil on the fast path
+	c        *tcp.Conn
+	backend  *net.TCPConn
+	counters *ServiceCounters // the service's; counts copies done without splice
+	delay    time.Duration    // termination delay; negative waits without limit
+	up, dn   int64            // bytes client->backend, backend->client
+	ended    atomic.Int32
+	failed   atomic.Bool
+	onEnd    func(p *pair) // optional, e.g. access log; nil on the fast path
 }
 
 func (p *pair) start() {
@@ -36,13 +36,21 @@ func (p *pair) start() {
 func (p *pair) copyUp()   { p.copy(p.backend, p.c.TCP, &p.up) }
 func (p *pair) copyDown() { p.copy(p.c.TCP, p.backend, &p.dn) }
 
+// fallbacks is where copyTCP counts wake-ups copied without a pipe.
+func (p *pair) fallbacks() *atomic.Uint64 {
+	if p.counters == nil {
+		return nil
+	}
+	return &p.counters.SpliceFallbacks
+}
+
 // copy moves bytes from src to dst until EOF or error and stores the count.
 // The first direction to reach EOF half-closes its dst, so the peer sees the
 // end, and bounds the opposite direction by the termination delay. On an
 // error both sockets are closed at once. The second copier to finish closes
 // both sockets and finishes the connection.
 func (p *pair) copy(dst, src *net.TCPConn, count *int64) {
-	n, err := copyTCP(dst, src)
+	n, err := copyTCP(dst, src, p.fallbacks())
 	*count = n // published to the last copier by the Add below
 	last := p.ended.Add(1) == 2
 	switch {
@@ -76,7 +84,12 @@ func (p *pair) copy(dst, src *net.TCPConn, count *int64) {
 // and puts the pipe back. The first splice doubles as the readiness probe, so
 // a wake-up costs two splice calls, like io.Copy's, and idle connections hold
 // no pipe.
-func copyTCP(dst, src *net.TCPConn) (int64, error) {
+//
+// When no pipe can be created (the process is out of file descriptors), the
+// wake-up reads into a pooled buffer and writes that instead, counted in
+// fallbacks (when not nil): the connection goes on, a little slower, rather
+// than ending.
+func copyTCP(dst, src *net.TCPConn, fallbacks *atomic.Uint64) (int64, error) {
 	srcRC, err := src.SyscallConn()
 	if err != nil {
 		return io.Copy(dst, src)
@@ -88,13 +101,22 @@ func copyTCP(dst, src *net.TCPConn) (int64, error) {
 	var (
 		total int64
 		p     *splicePipe
+		buf   *[]byte // the fallback's buffer, while it holds data
 		n     int
 		serr  error
 	)
 	fill := func(fd uintptr) bool {
 		if p == nil {
 			if p = getPipe(); p == nil {
-				serr = errNoPipe
+				if buf == nil {
+					buf = copyBufs.Get().(*[]byte)
+				}
+				n, serr = readNB(int(fd), *buf)
+				if serr == syscall.EAGAIN {
+					copyBufs.Put(buf) // park without it
+					buf = nil
+					return false
+				}
 				return true
 			}
 		}
@@ -125,11 +147,26 @@ func copyTCP(dst, src *net.TCPConn) (int64, error) {
 		serr = nil
 		if err := srcRC.Read(fill); err != nil {
 			putPipe(p) // empty: fill only returns true after a splice
+			putBuf(buf)
 			return total, err
 		}
 		if serr != nil || n == 0 {
 			putPipe(p)
+			putBuf(buf)
 			return total, serr // nil at EOF
+		}
+		if buf != nil { // no pipe: write what was read
+			if fallbacks != nil {
+				fallbacks.Add(1)
+			}
+			m, err := dst.Write((*buf)[:n])
+			total += int64(m)
+			putBuf(buf)
+			buf = nil
+			if err != nil {
+				return total, err
+			}
+			continue
 		}
 		left = n
 		if err := dstRC.Write(drain); err != nil {
@@ -146,8 +183,6 @@ func copyTCP(dst, src *net.TCPConn) (int64, error) {
 
 // maxSplice is the most one splice call moves: the pipe's size.
 const maxSplice = 1 << 20
-
-var errNoPipe = errors.New("cannot create a splice pipe")
 
 // splicePipe is a kernel pipe used as the splice buffer between two sockets.
 type splicePipe struct{ r, w int }
@@ -176,6 +211,26 @@ func getPipe() *splicePipe { return pipePool.Get().(*splicePipe) }
 func putPipe(p *splicePipe) {
 	if p != nil {
 		pipePool.Put(p)
+	}
+}
+
+// copyBufs holds the buffers of copies done without a pipe.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func putBuf(b *[]byte) {
+	if b != nil {
+		copyBufs.Put(b)
+	}
+}
+
+// readNB reads from a non-blocking descriptor.
+func readNB(fd int, b []byte) (int, error) {
+	for {
+		n, err := syscall.Read(fd, b)
+		if err == syscall.EINTR {
+			continue
+		}
+		return max(n, 0), err
 	}
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"runtime"
@@ -102,4 +103,91 @@ func mustRule(t *testing.T, s string) *rule.Rule {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// Issue 10.4: when no splice pipe can be created (the process is out of file
+// descriptors), an established connection keeps moving data through a
+// buffer, and the service counts it, instead of ending.
+func TestCopyFallsBackWithoutPipes(t *testing.T) {
+	be := startBackend(t, "")
+	s := newTestServer(t, "tcp")
+	apply(s, "file", singleRouter(be.addr(), nil))
+	c, ok := dialFrom(t, "127.0.0.1", s.addr("tcp"))
+	if !ok {
+		t.Fatal("not forwarded")
+	}
+	defer c.Close()
+	counters := s.State().ServiceCounters("s@file")
+	if counters.SpliceFallbacks.Load() != 0 {
+		t.Fatal("fallbacks counted while pipes could be made")
+	}
+	// Take every free descriptor below a lowered limit, so that a new pipe
+	// cannot be made, then take the pooled pipes out of reach: with one P
+	// the pool has one local list (a P's private item cannot be taken from
+	// another P), and changing GOMAXPROCS starts the pool's lists afresh.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	highest := 0
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		var fd int
+		if _, err := fmt.Sscan(e.Name(), &fd); err == nil && fd > highest {
+			highest = fd
+		}
+	}
+	lim := old
+	lim.Cur = uint64(highest + 1)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skipf("cannot lower the descriptor limit: %v", err)
+	}
+	var fillers []*os.File
+	restore := func() {
+		for _, f := range fillers {
+			f.Close()
+		}
+		fillers = nil
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)
+	}
+	defer restore()
+	for {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			break // every descriptor below the limit is taken
+		}
+		fillers = append(fillers, f)
+	}
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err == nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		t.Skip("a pipe could still be created: cannot exhaust descriptors here")
+	}
+	var taken []*splicePipe
+	drain := func() {
+		for p := getPipe(); p != nil; p = getPipe() {
+			taken = append(taken, p)
+		}
+	}
+	okNoPipe := true
+	for i := 0; i < 5 && counters.SpliceFallbacks.Load() < 2; i++ {
+		drain() // a copier may return a pipe just after the previous round trip
+		okNoPipe = okNoPipe && ping(c)
+	}
+	n := counters.SpliceFallbacks.Load()
+	for _, p := range taken {
+		putPipe(p)
+	}
+	restore()
+	if !okNoPipe {
+		t.Fatal("the connection stopped echoing when no pipe could be created")
+	}
+	if n < 2 {
+		t.Fatalf("%d fallbacks counted for two round trips without pipes, want at least 2", n)
+	}
+	if !ping(c) {
+		t.Fatal("the connection stopped echoing after descriptors were available again")
+	}
 }

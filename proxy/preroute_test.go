@@ -403,3 +403,32 @@ func FuzzProxyHeaderSocket(f *testing.F) {
 		}
 	})
 }
+
+// Issue 10.4: out of file descriptors, accepts fail, succeed once for each
+// descriptor freed, and fail again. The pause keeps growing through those
+// successes while the same error repeats; a different error or a quiet
+// second starts it again from 5 ms.
+func TestAcceptBackoffPersistsAcrossSuccesses(t *testing.T) {
+	var b acceptBackoff
+	emfile := errors.New("accept4: too many open files")
+	now := time.Unix(1000, 0)
+	var pauses []time.Duration
+	for i := 0; i < 10; i++ {
+		d := b.failed(emfile, now)
+		pauses = append(pauses, d)
+		now = now.Add(d + time.Millisecond) // a successful accept happens in between
+	}
+	want := []time.Duration{5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000}
+	for i := range want {
+		if pauses[i] != want[i]*time.Millisecond {
+			t.Fatalf("pauses %v, want %v ms", pauses, want)
+		}
+	}
+	if d := b.failed(errors.New("accept4: software caused connection abort"), now); d != 5*time.Millisecond {
+		t.Fatalf("a different error paused %v, want 5ms", d)
+	}
+	b.failed(emfile, now)
+	if d := b.failed(emfile, now.Add(3*time.Second)); d != 5*time.Millisecond {
+		t.Fatalf("after a quiet period the pause was %v, want 5ms", d)
+	}
+}

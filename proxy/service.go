@@ -10,6 +10,7 @@ import (
 	proxyproto "github.com/pires/go-proxyproto"
 	"github.com/rs/zerolog"
 
+	"github.com/tollgate-proxy/tollgate/internal/ratelog"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
@@ -25,6 +26,11 @@ type server struct {
 // ServiceCounters counts a service's outcomes; shared across generations.
 type ServiceCounters struct {
 	DialErrors atomic.Uint64
+	// SpliceFallbacks counts copies done through a buffer because no splice
+	// pipe could be created (out of file descriptors).
+	SpliceFallbacks atomic.Uint64
+
+	dialLog ratelog.Limiter // "backend dial failed" lines, one per server a second
 }
 
 // loadBalancer is a loadBalancer service: round-robin over its servers. A
@@ -77,11 +83,11 @@ func (lb *loadBalancer) ServeTCP(c *tcp.Conn) {
 		return
 	}
 	if lb.obs != nil {
-		op := &observedPair{pair: pair{c: c, backend: backend, delay: lb.delay}, began: began, obs: lb.obs, svc: lb.name}
+		op := &observedPair{pair: pair{c: c, backend: backend, delay: lb.delay, counters: lb.counters}, began: began, obs: lb.obs, svc: lb.name}
 		op.startObserved()
 		return
 	}
-	p := &pair{c: c, backend: backend, delay: lb.delay}
+	p := &pair{c: c, backend: backend, delay: lb.delay, counters: lb.counters}
 	p.start()
 }
 
@@ -106,7 +112,13 @@ func (lb *loadBalancer) dial(c *tcp.Conn) *net.TCPConn {
 			return conn.(*net.TCPConn)
 		}
 		lb.counters.DialErrors.Add(1)
-		lb.log.Warn().Err(err).Str("service", lb.name).Str("server", addr).Str("router", c.Router).Msg("backend dial failed")
+		if ok, suppressed := lb.counters.dialLog.Allow(ratelog.String(addr)); ok {
+			ev := lb.log.Warn().Err(err).Str("service", lb.name).Str("server", addr).Str("router", c.Router)
+			if suppressed > 0 {
+				ev = ev.Uint64("suppressed", suppressed)
+			}
+			ev.Msg("backend dial failed")
+		}
 		tried = idx
 	}
 	return nil
