@@ -3,6 +3,7 @@ package itest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -53,8 +54,25 @@ func StartTollgate(t testing.TB, args ...string) *Tollgate {
 // the test's own).
 func StartTollgateEnv(t testing.TB, env []string, args ...string) *Tollgate {
 	t.Helper()
+	return startTollgate(t, nil, env, args)
+}
+
+// StartTollgateNoFile is StartTollgate with the process limited to nofile
+// open file descriptors (soft and hard limit: Go raises the soft one to the
+// hard one at start), to test what happens when they run out.
+func StartTollgateNoFile(t testing.TB, nofile int, args ...string) *Tollgate {
+	t.Helper()
+	// sh sets both limits with a plain ulimit -n, then execs tollgate in its
+	// place: the process Stop signals is tollgate's.
+	wrap := []string{"sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile)}
+	return startTollgate(t, wrap, nil, args)
+}
+
+func startTollgate(t testing.TB, wrap, env, args []string) *Tollgate {
+	t.Helper()
 	g := &Tollgate{API: FreeAddr(t), Out: &Buffer{}, exited: make(chan struct{})}
-	g.cmd = exec.Command(Binary(t), append(args, "--api.address="+g.API)...)
+	argv := append(append(append([]string(nil), wrap...), Binary(t)), append(args, "--api.address="+g.API)...)
+	g.cmd = exec.Command(argv[0], argv[1:]...)
 	g.cmd.Env = env
 	g.cmd.Stdout, g.cmd.Stderr = g.Out, g.Out
 	if err := g.cmd.Start(); err != nil {

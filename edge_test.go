@@ -1,0 +1,256 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
+)
+
+// unroutedOf returns how many connections the entry point's API shows
+// waiting to be routed for client ip.
+func unroutedOf(t *testing.T, p *proc, ep, ip string) (perIP int, total int) {
+	t.Helper()
+	var info struct {
+		Unrouted struct {
+			Connections int `json:"connections"`
+			Top         []struct {
+				IP    string `json:"ip"`
+				Count int    `json:"count"`
+			} `json:"topClients"`
+		} `json:"unrouted"`
+	}
+	p.GetJSON(t, "/api/entrypoints/"+ep, &info)
+	for _, c := range info.Unrouted.Top {
+		if c.IP == ip {
+			perIP = c.Count
+		}
+	}
+	return perIP, info.Unrouted.Connections
+}
+
+// Issue 10.1 acceptance: a process limited to 256 file descriptors with a
+// TLS-passthrough router; one attacker IP opens 600 silent connections in
+// 10 s (each held until tollgate closes it). With the default bound on
+// unrouted connections per IP, the attacker never holds more than the bound
+// and a legitimate client from another IP gets every connection through.
+func TestUnroutedBoundKeepsDescriptorsForOthers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10 s attack; skipped with -short")
+	}
+	backend, roots := itest.TLSEchoServer(t, "A", "a.test")
+	dyn := filepath.Join(t.TempDir(), "dyn.yml")
+	if err := os.WriteFile(dyn, []byte(fmt.Sprintf(`tcp:
+  routers:
+    a:
+      rule: "HostSNI(`+"`a.test`"+`)"
+      service: a
+      middlewares: [ten]
+      tls:
+        passthrough: true
+  middlewares:
+    ten:
+      inFlightConn:
+        amount: 10
+  services:
+    a:
+      loadBalancer:
+        servers:
+          - address: %q
+`, backend)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ep := freePort(t)
+	g := itest.StartTollgateNoFile(t, 256, "--entryPoints.tls.address="+ep, "--providers.file.filename="+dyn, "--log.level=ERROR")
+	p := &proc{Tollgate: g, api: g.API, out: g.Out}
+	itest.Eventually(t, 5*time.Second, func() bool { return p.status(t, "tcpRouters", "a@file") == "enabled" }, "a@file not enabled")
+
+	const attacker, legit = "127.0.0.66", "127.0.0.77"
+	bound := config.DefaultMaxUnroutedPerIP
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var opened, alive, maxAlive atomic.Int64
+	// The attacker: 60 silent connections a second for 10 s, each kept until
+	// tollgate resets or closes it.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Second / 60)
+		defer tick.Stop()
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for i := 0; i < 600; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(attacker)}, Timeout: time.Second}
+			c, err := d.Dial("tcp", ep)
+			if err != nil {
+				continue // reset before connect returned: refused at the bound
+			}
+			opened.Add(1)
+			conns = append(conns, c)
+			n := alive.Add(1)
+			for m := maxAlive.Load(); n > m && !maxAlive.CompareAndSwap(m, n); m = maxAlive.Load() {
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = c.Read(make([]byte, 1)) // returns when tollgate resets or closes it
+				alive.Add(-1)
+			}()
+		}
+	}()
+
+	// The legitimate client: a TLS handshake and a banner every 400 ms, while
+	// the API is sampled for what the attacker holds.
+	var served, failed int
+	var failures []error
+	maxHeld := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if got, err := itest.TLSGreeting(legit, ep, "a.test", roots); got == "A" {
+			served++
+		} else {
+			failed++
+			failures = append(failures, err)
+		}
+		for i := 0; i < 4; i++ {
+			if held, _ := unroutedOf(t, p, "tls", attacker); held > maxHeld {
+				maxHeld = held
+			}
+			time.Sleep(100 * time.Millisecond) // the sampling period, not a wait for an outcome
+		}
+	}
+	close(stop)
+	wg.Wait()
+
+	t.Logf("attacker: %d connections accepted by the kernel, at most %d open at once (client side), at most %d unrouted in tollgate; legitimate client: %d served, %d failed",
+		opened.Load(), maxAlive.Load(), maxHeld, served, failed)
+	if failed != 0 {
+		t.Fatalf("legitimate client from %s: %d of %d connections failed (%v), want all through", legit, failed, served+failed, errors.Join(failures...))
+	}
+	if served < 18 {
+		t.Fatalf("legitimate client served %d times in 10 s, want at least 18", served)
+	}
+	if maxHeld > bound {
+		t.Fatalf("attacker held %d unrouted connections, above the bound %d", maxHeld, bound)
+	}
+	if maxHeld == 0 {
+		t.Fatal("the attacker's silent connections never showed as unrouted: the test measured nothing")
+	}
+	// The kernel completes handshakes before tollgate accepts them, so a
+	// client may count a connection as open for the moment until its reset
+	// arrives; more than a few over the bound would mean it is not enforced.
+	if m := maxAlive.Load(); m > int64(bound)+8 {
+		t.Fatalf("attacker had %d connections open at once, want about the bound %d", m, bound)
+	}
+	var rej struct {
+		Unrouted struct {
+			Rejected int `json:"rejectedTotal"`
+		} `json:"unrouted"`
+		AcceptErrors int `json:"acceptErrorsTotal"`
+	}
+	p.GetJSON(t, "/api/entrypoints/tls", &rej)
+	if rej.Unrouted.Rejected == 0 {
+		t.Fatal("no connection was refused at the bound")
+	}
+	if rej.AcceptErrors != 0 {
+		t.Fatalf("%d accepts failed: the process ran out of file descriptors", rej.AcceptErrors)
+	}
+}
+
+// metricValue returns the value of one series (name and labels as printed)
+// on the process's /metrics, or -1.
+func metricValue(t *testing.T, p *proc, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.api + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// Issue 10.4: a process at 256 file descriptors asked to hold 400 proxied
+// connections runs out of them. Failed accepts and failed backend dials are
+// each logged at most about once a second, with a suppressed count, while the
+// metrics count every one.
+func TestOutOfDescriptorsLogIsBounded(t *testing.T) {
+	be := freeEcho(t)
+	dyn := filepath.Join(t.TempDir(), "dyn.yml")
+	if err := os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ep := freePort(t)
+	g := itest.StartTollgateNoFile(t, 256, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn, "--metrics.prometheus")
+	p := &proc{Tollgate: g, api: g.API, out: g.Out}
+	itest.Eventually(t, 5*time.Second, func() bool { return p.status(t, "tcpRouters", "r@file") == "enabled" }, "r@file not enabled")
+
+	start := time.Now()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 400; i++ {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(i%200+1))}, Timeout: time.Second}
+		if c, err := d.Dial("tcp", ep); err == nil {
+			conns = append(conns, c)
+		}
+	}
+	itest.Eventually(t, 10*time.Second, func() bool {
+		return metricValue(t, p, `tollgate_entrypoint_accept_errors_total{entrypoint="tcp"}`) > 0 &&
+			metricValue(t, p, `tollgate_service_dial_errors_total{service="s@file"}`) > 0
+	}, "descriptors did not run out: no failed accept and no failed dial counted")
+	// Keep the pressure on for two more seconds: the length of the
+	// scenario, not a wait for an outcome.
+	time.Sleep(2 * time.Second)
+	elapsed := time.Since(start)
+	acceptErrs := metricValue(t, p, `tollgate_entrypoint_accept_errors_total{entrypoint="tcp"}`)
+	dialErrs := metricValue(t, p, `tollgate_service_dial_errors_total{service="s@file"}`)
+	out := g.Out.String()
+	acceptLines := strings.Count(out, `"message":"accept failed"`)
+	dialLines := strings.Count(out, `"message":"backend dial failed"`)
+	t.Logf("in %v: %v failed accepts logged in %d lines, %v failed dials logged in %d lines", elapsed.Round(time.Millisecond), acceptErrs, acceptLines, dialErrs, dialLines)
+	// One line a second per distinct error (per server for dials), give or
+	// take the second boundaries.
+	limit := int(elapsed/time.Second) + 2
+	if acceptLines > limit || dialLines > limit {
+		t.Fatalf("%d accept-failed and %d dial-failed lines in %v, want at most %d each", acceptLines, dialLines, elapsed, limit)
+	}
+	if acceptLines == 0 || float64(acceptLines) > acceptErrs || dialLines == 0 || float64(dialLines) > dialErrs {
+		t.Fatalf("lines (%d, %d) against counted events (%v, %v): every event is counted, some are logged", acceptLines, dialLines, acceptErrs, dialErrs)
+	}
+	if float64(dialLines) < dialErrs && !strings.Contains(out, `"suppressed":`) {
+		t.Fatal("lines were suppressed but no line says how many")
+	}
+}

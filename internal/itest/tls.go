@@ -1,0 +1,100 @@
+package itest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+)
+
+// SelfSigned returns a fresh ECDSA P-256 certificate for names (the first is
+// also the subject's common name), valid for a day, and a pool that trusts it.
+func SelfSigned(t testing.TB, names ...string) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: names[0]},
+		DNSNames:     names,
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+// TLSEchoServer listens on a free loopback port with a certificate for
+// names; after each handshake it writes banner, then echoes. It returns the
+// address and a pool that trusts the certificate; it stops at cleanup.
+func TLSEchoServer(t testing.TB, banner string, names ...string) (string, *x509.CertPool) {
+	t.Helper()
+	cert, pool := SelfSigned(t, names...)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+				if _, err := io.WriteString(c, banner); err != nil {
+					return
+				}
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln.Addr().String(), pool
+}
+
+// TLSGreeting completes a TLS handshake for serverName with addr from source
+// IP src ("" for any) and returns the server's first byte, or "" with the
+// error when the handshake or the read fails.
+func TLSGreeting(src, addr, serverName string, roots *x509.CertPool) (string, error) {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	if src != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+	}
+	raw, err := d.Dial("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer raw.Close()
+	c := tls.Client(raw, &tls.Config{ServerName: serverName, RootCAs: roots})
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	if err := c.Handshake(); err != nil {
+		return "", err
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return "", err
+	}
+	return string(b[:]), nil
+}
