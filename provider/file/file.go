@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/rs/zerolog"
 	pfile "github.com/traefik/paerser/file"
+	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/provider"
@@ -29,13 +29,24 @@ type Provider struct {
 	cfg    config.FileProvider
 	log    zerolog.Logger
 	reload chan struct{}
+
+	// lastGood is each file's last configuration that had something in it:
+	// a file emptied, or left without any dynamic configuration, keeps
+	// serving that (as Traefik skips an empty configuration).
+	lastGood map[string]goodConfig
+}
+
+type goodConfig struct {
+	d  *config.Dynamic
+	at time.Time
 }
 
 var _ provider.Provider = (*Provider)(nil)
 
 // New returns a file provider for cfg (filename or directory).
 func New(cfg *config.FileProvider, log zerolog.Logger) *Provider {
-	return &Provider{cfg: *cfg, log: log.With().Str("provider", Name).Logger(), reload: make(chan struct{}, 1)}
+	return &Provider{cfg: *cfg, log: log.With().Str("provider", Name).Logger(), reload: make(chan struct{}, 1),
+		lastGood: map[string]goodConfig{}}
 }
 
 // Name returns "file".
@@ -49,25 +60,34 @@ func (p *Provider) Reload() {
 	}
 }
 
+// settleTime is how long the directory must be quiet, after a change, before
+// the files are read: renames and ConfigMap symlink swaps come in bursts.
+const settleTime = 15 * time.Millisecond
+
+// slowWriter is how long a file may stay open for writing before a warning
+// says that tollgate waits for its writer.
+const slowWriter = 10 * time.Second
+
 // Run sends the configuration now and after every change until ctx is done.
+//
+// A change is read once the writer is done: a file written in place is read
+// after its writer closes it (never while it is half-written, however long
+// the writer pauses), a file renamed into place (editors, atomic writers,
+// Kubernetes ConfigMaps) once the directory has been quiet for settleTime.
+// SIGHUP (Reload) reads at once.
 func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
-	var events <-chan fsnotify.Event
-	var errs <-chan error
+	var w *dirWatcher
+	dir := p.cfg.Directory
+	if dir == "" {
+		// Watch the folder: editors and ConfigMaps replace the file by rename.
+		dir = filepath.Dir(p.cfg.Filename)
+	}
 	if p.cfg.Watch {
-		w, err := fsnotify.NewWatcher()
-		if err != nil {
+		var err error
+		if w, err = watchDir(dir); err != nil {
 			return fmt.Errorf("file provider: %w", err)
 		}
 		defer w.Close()
-		dir := p.cfg.Directory
-		if dir == "" {
-			// Watch the folder: editors and ConfigMaps replace the file by rename.
-			dir = filepath.Dir(p.cfg.Filename)
-		}
-		if err := w.Add(dir); err != nil {
-			return fmt.Errorf("file provider: watching %q: %w", dir, err)
-		}
-		events, errs = w.Events, w.Errors
 	}
 	send := func() bool {
 		m := p.Load()
@@ -81,59 +101,95 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 	if !send() {
 		return nil
 	}
+	if w == nil {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-p.reload:
+				if !send() {
+					return nil
+				}
+			}
+		}
+	}
+	var (
+		writing = map[string]time.Time{} // open for writing: modified, not yet closed
+		warned  = map[string]bool{}
+		dirty   bool
+		settle  = time.NewTimer(time.Hour)
+		slow    = time.NewTicker(slowWriter / 2)
+	)
+	settle.Stop()
+	defer settle.Stop()
+	defer slow.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-p.reload:
-		case ev := <-events:
-			if !p.relevant(ev.Name) {
-				continue
-			}
-			// Writers that truncate and rewrite in place produce a burst of
-			// events and a moment of empty or partial file: read once the
-			// burst has been quiet for settleTime.
-			if !settle(ctx, events, p.relevant) {
+			if !send() {
 				return nil
 			}
-		case err := <-errs:
-			p.log.Error().Err(err).Msg("watching files")
+			continue
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if ev.name == "" { // the directory itself went away
+				p.log.Error().Str("directory", dir).Msg("watched directory removed or moved: changes are no longer seen (SIGHUP still reloads)")
+				continue
+			}
+			if !p.relevant(ev.name) {
+				continue
+			}
+			switch {
+			case ev.Has(unix.IN_MODIFY):
+				if _, ok := writing[ev.name]; !ok {
+					writing[ev.name] = time.Now()
+				}
+			case ev.Has(unix.IN_CLOSE_WRITE), ev.Has(unix.IN_DELETE), ev.Has(unix.IN_MOVED_FROM):
+				delete(writing, ev.name)
+				delete(warned, ev.name)
+			}
+			dirty = true
+		case err := <-w.Errors:
+			p.log.Error().Err(err).Msg("watching files: re-reading them")
+			dirty = true
+		case <-settle.C:
+			if dirty && len(writing) == 0 {
+				dirty = false
+				if !send() {
+					return nil
+				}
+			}
+			continue
+		case <-slow.C:
+			for name, since := range writing {
+				if time.Since(since) > slowWriter && !warned[name] {
+					warned[name] = true
+					p.log.Warn().Str("file", name).Dur("open_for", time.Since(since).Round(time.Second)).
+						Msg("file is still open for writing: its change is applied when the writer closes it (SIGHUP reads it now)")
+				}
+			}
 			continue
 		}
-		if !send() {
-			return nil
+		if dirty && len(writing) == 0 {
+			settle.Reset(settleTime)
 		}
 	}
 }
 
-// settleTime is how long the file events must be quiet before a reload.
-const settleTime = 15 * time.Millisecond
-
-// settle waits until no relevant event arrived for settleTime; false when ctx ended.
-func settle(ctx context.Context, events <-chan fsnotify.Event, relevant func(string) bool) bool {
-	t := time.NewTimer(settleTime)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			return true
-		case ev := <-events:
-			if relevant(ev.Name) {
-				t.Reset(settleTime)
-			}
-		}
+// relevant reports whether a name in the watched directory can change the
+// configuration.
+func (p *Provider) relevant(name string) bool {
+	if strings.Contains(name, "..") {
+		return true // a symlinked file (Kubernetes ConfigMap) changes through "..data"
 	}
-}
-
-func (p *Provider) relevant(path string) bool {
 	if p.cfg.Filename != "" {
-		return filepath.Clean(path) == filepath.Clean(p.cfg.Filename) ||
-			// A symlinked file (Kubernetes ConfigMap) changes through "..data".
-			strings.Contains(filepath.Base(path), "..")
+		return name == filepath.Base(p.cfg.Filename)
 	}
-	return isConfigFile(path) || strings.Contains(filepath.Base(path), "..")
+	return isConfigFile(name)
 }
 
 func isConfigFile(path string) bool {
@@ -146,7 +202,9 @@ func isConfigFile(path string) bool {
 
 // Load reads the configured file or directory into one Message. A file that
 // fails to parse makes the whole message an error, so the watcher keeps the
-// last good configuration.
+// last good configuration. A file with no dynamic configuration at all
+// (empty, comments only, an empty tcp section) is not applied: it keeps its
+// last configuration, and a problem names it.
 func (p *Provider) Load() provider.Message {
 	m := provider.Message{ProviderName: Name}
 	if p.cfg.Filename != "" {
@@ -154,6 +212,13 @@ func (p *Provider) Load() provider.Message {
 		if err != nil {
 			m.Err = err
 			return m
+		}
+		d, problem := p.keepIfEmpty(p.cfg.Filename, d)
+		if problem != "" {
+			m.Problems = append(m.Problems, problem)
+		}
+		if d == nil {
+			d = &config.Dynamic{}
 		}
 		m.Configuration = d
 		return m
@@ -172,20 +237,52 @@ func (p *Provider) Load() provider.Message {
 	}
 	sort.Strings(names)
 	origin := map[string]string{}
+	seen := map[string]bool{}
 	for _, n := range names {
 		path := filepath.Join(p.cfg.Directory, n)
+		seen[path] = true
 		d, err := DecodeFile(path)
 		if err != nil {
 			m.Err = err
 			return m
 		}
-		if d.TCP == nil {
+		d, problem := p.keepIfEmpty(path, d)
+		if problem != "" {
+			m.Problems = append(m.Problems, problem)
+		}
+		if d == nil || d.TCP == nil {
 			continue
 		}
 		m.Problems = append(m.Problems, mergeInto(merged.TCP, d.TCP, path, origin)...)
 	}
+	for path := range p.lastGood {
+		if !seen[path] {
+			delete(p.lastGood, path) // removed: its configuration goes with it
+		}
+	}
 	m.Configuration = merged
 	return m
+}
+
+// keepIfEmpty returns d, remembering it as path's last good configuration,
+// or, when d holds no dynamic configuration, path's last good one (nil if
+// none) and a problem saying which.
+func (p *Provider) keepIfEmpty(path string, d *config.Dynamic) (*config.Dynamic, string) {
+	if !isEmpty(d) {
+		p.lastGood[path] = goodConfig{d: d, at: time.Now()}
+		return d, ""
+	}
+	if g, ok := p.lastGood[path]; ok {
+		return g.d, fmt.Sprintf("file %q has no dynamic configuration (empty?): skipping it and keeping its last configuration, read at %s", path, g.at.Format(time.RFC3339))
+	}
+	return nil, fmt.Sprintf("file %q has no dynamic configuration (empty?): nothing from it is served", path)
+}
+
+// isEmpty reports whether d configures nothing: no tcp section, or one
+// without routers, services or middlewares.
+func isEmpty(d *config.Dynamic) bool {
+	return d == nil || d.TCP == nil ||
+		len(d.TCP.Routers) == 0 && len(d.TCP.Services) == 0 && len(d.TCP.Middlewares) == 0
 }
 
 // mergeInto adds src's resources to dst. A name defined differently in two

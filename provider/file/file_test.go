@@ -123,3 +123,136 @@ func FuzzDecodeContent(f *testing.F) {
 		}
 	})
 }
+
+// nextMessage returns the next message from out, or fails after within.
+func nextMessage(t *testing.T, out <-chan provider.Message, within time.Duration) provider.Message {
+	t.Helper()
+	select {
+	case m := <-out:
+		return m
+	case <-time.After(within):
+		t.Fatalf("no message within %v", within)
+	}
+	return provider.Message{}
+}
+
+func amountOf(m provider.Message) int64 {
+	if m.Configuration == nil || m.Configuration.TCP == nil || m.Configuration.TCP.Middlewares["m"] == nil {
+		return -1
+	}
+	return m.Configuration.TCP.Middlewares["m"].InFlightConn.Amount
+}
+
+// Issue 10.2: a file rewritten in place with a pause mid-write is read only
+// after its writer closes it, never half-written; then it applies at once.
+func TestInPlaceWriteReadAfterClose(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "dyn.yml")
+	content := func(amount string) string {
+		return "tcp:\n  middlewares:\n    m:\n      inFlightConn:\n        amount: " + amount + "\n"
+	}
+	if err := os.WriteFile(path, []byte(content("10")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := New(&config.FileProvider{Filename: path, Watch: true}, zerolog.Nop())
+	out := make(chan provider.Message, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = p.Run(ctx, out) }()
+	if m := nextMessage(t, out, 5*time.Second); amountOf(m) != 10 {
+		t.Fatalf("first message amount %d, want 10", amountOf(m))
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := content("25")
+	cut := strings.Index(full, "25") + 1 // "amount: 2": a valid, wrong configuration
+	if _, err := f.WriteString(full[:cut]); err != nil {
+		t.Fatal(err)
+	}
+	// The writer pauses mid-write: nothing may be read meanwhile.
+	select {
+	case m := <-out:
+		t.Fatalf("read while the writer held the file half-written: amount %d, err %v", amountOf(m), m.Err)
+	case <-time.After(2 * time.Second):
+	}
+	if _, err := f.WriteString(full[cut:]); err != nil {
+		t.Fatal(err)
+	}
+	closed := time.Now()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m := nextMessage(t, out, 5*time.Second)
+	if amountOf(m) != 25 {
+		t.Fatalf("after the writer closed: amount %d (err %v), want 25", amountOf(m), m.Err)
+	}
+	if d := time.Since(closed); d > time.Second {
+		t.Fatalf("read %v after the writer closed, want at once", d)
+	}
+}
+
+// Issue 10.2: an emptied file (`: > dyn.yml`), or one left with nothing but
+// comments, is not applied: the last configuration keeps serving and a
+// problem names the file. A file that is empty from the start serves nothing
+// and says so.
+func TestEmptiedFileKeepsLastConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "dyn.yml")
+	if err := os.WriteFile(path, []byte("tcp:\n  middlewares:\n    m:\n      inFlightConn:\n        amount: 7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := New(&config.FileProvider{Filename: path, Watch: true}, zerolog.Nop())
+	out := make(chan provider.Message, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = p.Run(ctx, out) }()
+	if m := nextMessage(t, out, 5*time.Second); amountOf(m) != 7 {
+		t.Fatalf("first message amount %d, want 7", amountOf(m))
+	}
+	for _, empty := range []string{"", "# nothing here yet\n"} {
+		if err := os.WriteFile(path, []byte(empty), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m := nextMessage(t, out, 5*time.Second)
+		if m.Err != nil || amountOf(m) != 7 {
+			t.Fatalf("file %q: amount %d, err %v; want the last configuration (7)", empty, amountOf(m), m.Err)
+		}
+		if len(m.Problems) != 1 || !strings.Contains(m.Problems[0], path) || !strings.Contains(m.Problems[0], "keeping its last configuration") {
+			t.Fatalf("file %q: problems %q, want one naming the file and what is kept", empty, m.Problems)
+		}
+	}
+
+	fresh := filepath.Join(dir, "fresh.yml")
+	if err := os.WriteFile(fresh, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := New(&config.FileProvider{Filename: fresh}, zerolog.Nop()).Load()
+	if m.Err != nil || !isEmpty(m.Configuration) || len(m.Problems) != 1 || !strings.Contains(m.Problems[0], "nothing from it is served") {
+		t.Fatalf("empty from the start: %+v", m)
+	}
+}
+
+// In a directory, an emptied file keeps its own last configuration; a
+// removed file takes its configuration with it.
+func TestDirectoryEmptiedAndRemovedFiles(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yml"), filepath.Join(dir, "b.yml")
+	_ = os.WriteFile(a, []byte("tcp:\n  middlewares:\n    m:\n      inFlightConn:\n        amount: 1\n"), 0o644)
+	_ = os.WriteFile(b, []byte("tcp:\n  middlewares:\n    n:\n      inFlightConn:\n        amount: 2\n"), 0o644)
+	p := New(&config.FileProvider{Directory: dir}, zerolog.Nop())
+	if m := p.Load(); m.Err != nil || len(m.Configuration.TCP.Middlewares) != 2 {
+		t.Fatalf("%+v", m)
+	}
+	_ = os.WriteFile(a, nil, 0o644)
+	m := p.Load()
+	if m.Err != nil || len(m.Configuration.TCP.Middlewares) != 2 || len(m.Problems) != 1 || !strings.Contains(m.Problems[0], a) {
+		t.Fatalf("emptied a.yml: middlewares %v, problems %q", m.Configuration.TCP.Middlewares, m.Problems)
+	}
+	_ = os.Remove(a)
+	m = p.Load()
+	if m.Err != nil || len(m.Configuration.TCP.Middlewares) != 1 || m.Configuration.TCP.Middlewares["n"] == nil || len(m.Problems) != 0 {
+		t.Fatalf("removed a.yml: middlewares %v, problems %q", m.Configuration.TCP.Middlewares, m.Problems)
+	}
+}
