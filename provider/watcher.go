@@ -140,7 +140,11 @@ func (w *Watcher) record(m Message) bool {
 		}
 		st.State = "error"
 		st.LastError = m.Err.Error()
-		log.Error().Err(m.Err).Msg("provider error: keeping its last good configuration")
+		if _, have := w.configs[m.ProviderName]; have {
+			log.Error().Err(m.Err).Msg("provider error: keeping its last good configuration")
+		} else {
+			log.Error().Err(m.Err).Msg("provider error: it has delivered no configuration yet, so nothing from it is served")
+		}
 		return false
 	}
 	if st.State == "error" {

@@ -1,9 +1,11 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,5 +128,22 @@ func TestWatcherThrottleLatestWinsAndDedupe(t *testing.T) {
 	st := w.Statuses()
 	if len(st) != 2 || st[1].Name != "file" || st[1].State != "error" || st[1].LastError != "socket gone" || st[1].Errors != 1 {
 		t.Fatalf("statuses %+v", st)
+	}
+}
+
+// Issue 10.6: an error from a provider that never delivered a configuration
+// says that nothing from it is served, not that a last good one is kept.
+func TestErrorLogSaysWhatIsServed(t *testing.T) {
+	var buf bytes.Buffer
+	w := &Watcher{Apply: func(*config.TCPConfiguration) {}, Log: zerolog.New(&buf)}
+	w.record(Message{ProviderName: "file", Err: errors.New("broken")})
+	if s := buf.String(); !strings.Contains(s, "nothing from it is served") || strings.Contains(s, "last good") {
+		t.Fatalf("first error logged %q", s)
+	}
+	buf.Reset()
+	w.record(Message{ProviderName: "file", Configuration: &config.Dynamic{}})
+	w.record(Message{ProviderName: "file", Err: errors.New("broken again")})
+	if s := buf.String(); !strings.Contains(s, "keeping its last good configuration") {
+		t.Fatalf("error after a good configuration logged %q", s)
 	}
 }
