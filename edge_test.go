@@ -254,3 +254,96 @@ func TestOutOfDescriptorsLogIsBounded(t *testing.T) {
 		t.Fatal("lines were suppressed but no line says how many")
 	}
 }
+
+// forwarded reports whether a connection from src to addr is proxied (an
+// echo comes back).
+func forwarded(t *testing.T, src, addr string) bool {
+	t.Helper()
+	held := itest.Hold(t, 1, src, addr)
+	itest.CloseAll(held)
+	return len(held) == 1
+}
+
+// Issue 10.2 acceptance, through the binary: a dynamic file rewritten in
+// place with a 2 s pause mid-write, at a point where the half-written file
+// parses and allows everyone in 0.0.0.0/1 ("10.0.0.0/16" cut to
+// "10.0.0.0/1"), never lets a denied IP through; the finished file applies
+// once its writer closes it. Then the file is emptied (`: > dyn.yml`): the
+// routes stay, and the log and /api/providers name the file.
+func TestHalfWrittenFileNeverApplied(t *testing.T) {
+	be := freeEcho(t)
+	dyn := filepath.Join(t.TempDir(), "dyn.yml")
+	content := func(allowed ...string) string {
+		s := "tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [allow]\n" +
+			"  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: " + be + "\n" +
+			"  middlewares:\n    allow:\n      ipAllowList:\n        sourceRange:\n"
+		for _, a := range allowed {
+			s += "          - " + a + "\n"
+		}
+		return s
+	}
+	if err := os.WriteFile(dyn, []byte(content("127.0.0.9", "10.0.0.0/16")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ep := freePort(t)
+	p := start(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn)
+	itest.Eventually(t, 5*time.Second, func() bool { return p.status(t, "tcpRouters", "r@file") == "enabled" }, "r@file not enabled")
+	const denied, added = "127.0.0.5", "127.0.0.10"
+	if !forwarded(t, "127.0.0.9", ep) || forwarded(t, denied, ep) || forwarded(t, added, ep) {
+		t.Fatal("initial allow list does not hold")
+	}
+
+	next := content("127.0.0.9", added, "10.0.0.0/16")
+	cut := strings.Index(next, "10.0.0.0/16") + len("10.0.0.0/1")
+	f, err := os.OpenFile(dyn, os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(next[:cut]); err != nil {
+		t.Fatal(err)
+	}
+	probes := 0
+	for pause := time.Now().Add(2 * time.Second); time.Now().Before(pause); probes++ {
+		if forwarded(t, denied, ep) {
+			f.Close()
+			t.Fatalf("%s was let through while the file was half-written (probe %d)", denied, probes)
+		}
+		time.Sleep(5 * time.Millisecond) // the probing period
+	}
+	if _, err := f.WriteString(next[cut:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	itest.Eventually(t, 5*time.Second, func() bool { return forwarded(t, added, ep) }, "the finished file was not applied")
+	if forwarded(t, denied, ep) {
+		t.Fatalf("%s let through by the finished file", denied)
+	}
+	t.Logf("%d probes from the denied IP during the paused write, none let through", probes)
+
+	// : > dyn.yml (open with O_TRUNC, close: the shell's way)
+	if err := os.WriteFile(dyn, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	itest.Eventually(t, 5*time.Second, func() bool {
+		var provs []struct {
+			Name     string   `json:"name"`
+			State    string   `json:"state"`
+			Problems []string `json:"problems"`
+		}
+		p.GetJSON(t, "/api/providers", &provs)
+		for _, pr := range provs {
+			if pr.Name == "file" && pr.State == "ok" && len(pr.Problems) == 1 && strings.Contains(pr.Problems[0], dyn) {
+				return true
+			}
+		}
+		return false
+	}, "/api/providers does not name the emptied file")
+	if !strings.Contains(p.out.String(), "keeping its last configuration") {
+		t.Fatal("the log does not say the emptied file was skipped")
+	}
+	if p.status(t, "tcpRouters", "r@file") != "enabled" || !forwarded(t, added, ep) || forwarded(t, denied, ep) {
+		t.Fatal("emptying the file changed what is served")
+	}
+}
