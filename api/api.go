@@ -25,6 +25,10 @@ type Sources struct {
 	TopLimit int          // top clients shown per limiter in rawdata (default 10)
 }
 
+// MaxTop bounds ?top= on the clients endpoint: a snapshot sorts every client
+// key, but what it returns (and the JSON it writes) stays small.
+const MaxTop = 1000
+
 // Handler returns the admin API's HTTP handler.
 func Handler(src Sources) http.Handler {
 	if src.TopLimit == 0 {
@@ -352,8 +356,8 @@ func (s Sources) clients(w http.ResponseWriter, r *http.Request) {
 	top := 100
 	if v := r.URL.Query().Get("top"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "top="+strconv.Quote(v)+": want a positive integer")
+		if err != nil || n < 1 || n > MaxTop {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("top=%q: want an integer from 1 to %d", v, MaxTop))
 			return
 		}
 		top = n

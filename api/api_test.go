@@ -162,11 +162,14 @@ func TestAPI(t *testing.T) {
 	}, "clients list to empty after close")
 
 	for path, want := range map[string]int{
-		"/api/tcp/routers":                            200,
-		"/api/tcp/routers/r@file":                     200,
-		"/api/tcp/routers/nope@file":                  404,
-		"/api/tcp/middlewares/allow@file/clients":     400,
-		"/api/tcp/middlewares/lim@file/clients?top=x": 400,
+		"/api/tcp/routers":                                200,
+		"/api/tcp/routers/r@file":                         200,
+		"/api/tcp/routers/nope@file":                      404,
+		"/api/tcp/middlewares/allow@file/clients":         400,
+		"/api/tcp/middlewares/lim@file/clients?top=x":     400,
+		"/api/tcp/middlewares/lim@file/clients?top=1000":  200,
+		"/api/tcp/middlewares/lim@file/clients?top=1001":  400, // capped (issue 10.5)
+		"/api/tcp/middlewares/lim@file/clients?top=99999": 400,
 		"/api/nope": 404,
 	} {
 		code, body := get(t, h.URL+path)

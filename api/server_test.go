@@ -1,0 +1,157 @@
+package api
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startAdmin serves h with limits l on a free loopback port.
+func startAdmin(t *testing.T, h http.Handler, l limits) string {
+	t.Helper()
+	ln, err := listen("127.0.0.1:0", l.conns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(h, l)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+func okHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte("OK"))
+	})
+}
+
+// closedWithin reports whether the server closes c within d (a read returns
+// EOF or a reset rather than timing out), and after how long.
+func closedWithin(c net.Conn, d time.Duration) (bool, time.Duration) {
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(d))
+	_, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	return !(errors.As(err, &ne) && ne.Timeout()), time.Since(start)
+}
+
+// trickle writes s one byte every gap until the connection fails or stop.
+func trickle(c net.Conn, s string, gap time.Duration, stop <-chan struct{}) {
+	for i := 0; i < len(s); i++ {
+		if _, err := c.Write([]byte{s[i]}); err != nil {
+			return
+		}
+		select {
+		case <-stop:
+			return
+		case <-time.After(gap):
+		}
+	}
+}
+
+// Issue 10.5: a client that trickles its request headers, or its body, is
+// cut off by the admin server's timeouts; an idle keep-alive connection is
+// closed.
+func TestAdminServerTimeouts(t *testing.T) {
+	l := limits{readHeader: 300 * time.Millisecond, read: 600 * time.Millisecond, write: time.Second, idle: 400 * time.Millisecond, conns: 8}
+	addr := startAdmin(t, okHandler(), l)
+	for _, tc := range []struct {
+		name, request string
+		within        time.Duration
+	}{
+		{"trickled headers", "GET /ping HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("a", 100), l.readHeader},
+		{"trickled body", "POST /ping HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + strings.Repeat("b", 100), l.read},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		if tc.name == "trickled body" {
+			head, _, _ := strings.Cut(tc.request, "\r\n\r\n")
+			_, _ = io.WriteString(c, head+"\r\n\r\n")
+			go trickle(c, strings.Repeat("b", 100), 50*time.Millisecond, stop)
+		} else {
+			go trickle(c, tc.request, 50*time.Millisecond, stop)
+		}
+		closed, after := closedWithin(c, 5*time.Second)
+		close(stop)
+		c.Close()
+		if !closed || after > tc.within+time.Second {
+			t.Fatalf("%s: closed %v after %v, want closed within about %v", tc.name, closed, after, tc.within)
+		}
+	}
+	// An idle keep-alive connection is closed after the idle timeout.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = io.WriteString(c, "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /ping: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if closed, after := closedWithin(c, 5*time.Second); !closed || after > l.idle+time.Second {
+		t.Fatalf("idle keep-alive: closed %v after %v, want within about %v", closed, after, l.idle)
+	}
+	if s := NewServer(okHandler()); s.ReadHeaderTimeout != readHeaderTimeout || s.ReadTimeout != readTimeout || s.WriteTimeout != writeTimeout || s.IdleTimeout != idleTimeout {
+		t.Fatalf("NewServer does not use the admin limits: %+v", s)
+	}
+}
+
+// Issue 10.5: the admin listener serves a bounded number of connections at
+// once; one more waits until a slot is free.
+func TestAdminListenerBoundsConnections(t *testing.T) {
+	l := limits{readHeader: 5 * time.Second, read: 5 * time.Second, write: 5 * time.Second, idle: 5 * time.Second, conns: 3}
+	addr := startAdmin(t, okHandler(), l)
+	var held []net.Conn
+	for i := 0; i < l.conns; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	client := &http.Client{Timeout: 500 * time.Millisecond}
+	if _, err := client.Get("http://" + addr + "/ping"); err == nil {
+		t.Fatalf("a request was served while %d idle connections held every slot", l.conns)
+	}
+	held[0].Close()
+	held = held[1:]
+	client.Timeout = 3 * time.Second
+	resp, err := client.Get("http://" + addr + "/ping")
+	if err != nil {
+		t.Fatalf("after a slot was freed: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// Issue 10.5: --metrics.prometheus without --api serves /metrics and /ping,
+// nothing of the configuration.
+func TestMetricsOnlyServesNoAPI(t *testing.T) {
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("tollgate_x 1\n")) })
+	addr := startAdmin(t, MetricsOnly(metrics), adminLimits)
+	for path, want := range map[string]int{"/metrics": 200, "/ping": 200, "/api/rawdata": 404, "/api/tcp/middlewares/m@file/clients": 404, "/api/entrypoints": 404} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}
