@@ -18,46 +18,6 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
 
-// proc is a tollgate process started by a test (see itest.StartTollgate).
-type proc struct {
-	*itest.Tollgate
-	api string
-	out *itest.Buffer
-}
-
-// start runs tollgate with args plus an admin API on a free port and waits
-// until /ping answers.
-func start(t *testing.T, args ...string) *proc {
-	t.Helper()
-	g := itest.StartTollgate(t, args...)
-	return &proc{Tollgate: g, api: g.API, out: g.Out}
-}
-
-func (p *proc) rawdata(t *testing.T) map[string]map[string]map[string]any {
-	t.Helper()
-	out := map[string]map[string]map[string]any{}
-	var raw map[string]json.RawMessage
-	p.GetJSON(t, "/api/rawdata", &raw)
-	for _, k := range []string{"tcpRouters", "tcpServices", "tcpMiddlewares"} {
-		m := map[string]map[string]any{}
-		_ = json.Unmarshal(raw[k], &m)
-		out[k] = m
-	}
-	return out
-}
-
-func (p *proc) status(t *testing.T, kind, name string) string {
-	t.Helper()
-	s, _ := p.rawdata(t)[kind][name]["status"].(string)
-	return s
-}
-
-func freePort(t *testing.T) string                          { return itest.FreeAddr(t) }
-func freeEcho(t *testing.T) string                          { return itest.EchoServer(t, "") }
-func echoServer(t *testing.T, addr string)                  { itest.EchoServer(t, addr) }
-func hold(t *testing.T, n int, src, addr string) []net.Conn { return itest.Hold(t, n, src, addr) }
-func newSyncBuffer() *itest.Buffer                          { return &itest.Buffer{} }
-
 const designYAML = "tcp:\n" +
 	"  routers:\n" +
 	"    my-router:\n" +
@@ -93,7 +53,7 @@ const designTOML = "[tcp.routers.my-router]\n" +
 // -> exactly 10 forwarded; another IP gets its own 10; after the first IP
 // closes, it gets 10 again.
 func TestDesignExamples(t *testing.T) {
-	echoServer(t, "127.0.0.1:4000")
+	itest.EchoServer(t, "127.0.0.1:4000")
 	for _, tc := range []struct{ name, file, content string }{
 		{"yaml", "dynamic.yml", designYAML},
 		{"toml", "dynamic.toml", designTOML},
@@ -104,17 +64,17 @@ func TestDesignExamples(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ep := freePort(t)
-			p := start(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+path, "--log.level=ERROR")
+			ep := itest.FreeAddr(t)
+			p := itest.StartTollgate(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+path, "--log.level=ERROR")
 			itest.Eventually(t, 5*time.Second, func() bool {
-				return p.status(t, "tcpRouters", "my-router@file") == "enabled"
+				return p.Rawdata(t).Routers["my-router@file"].Status == "enabled"
 			}, "my-router@file not enabled")
 
-			a := hold(t, 15, "127.0.0.2", ep)
+			a := itest.Hold(t, 15, "127.0.0.2", ep)
 			if len(a) != 10 {
 				t.Fatalf("127.0.0.2: %d of 15 forwarded, want 10", len(a))
 			}
-			b := hold(t, 15, "127.0.0.3", ep)
+			b := itest.Hold(t, 15, "127.0.0.3", ep)
 			if len(b) != 10 {
 				t.Fatalf("127.0.0.3: %d of 15 forwarded, want 10", len(b))
 			}
@@ -122,11 +82,10 @@ func TestDesignExamples(t *testing.T) {
 				c.Close()
 			}
 			itest.Eventually(t, 5*time.Second, func() bool {
-				mw := p.rawdata(t)["tcpMiddlewares"]["test-inflightconn@file"]
-				live, _ := mw["inFlight"].(map[string]any)
-				return live != nil && live["inFlight"] == float64(10)
+				live := p.Rawdata(t).Middlewares["test-inflightconn@file"].InFlight
+				return live != nil && live.InFlight == 10
 			}, "127.0.0.2's connections were not released")
-			again := hold(t, 15, "127.0.0.2", ep)
+			again := itest.Hold(t, 15, "127.0.0.2", ep)
 			if len(again) != 10 {
 				t.Fatalf("127.0.0.2 after closing: %d of 15 forwarded, want 10", len(again))
 			}
@@ -139,7 +98,7 @@ func TestDesignExamples(t *testing.T) {
 func TestFileProviderBadFileKeepsLastGood(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "dyn.yml")
-	be := freeEcho(t)
+	be := itest.EchoServer(t, "")
 	write := func(content string) {
 		tmp := path + ".tmp"
 		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
@@ -153,13 +112,13 @@ func TestFileProviderBadFileKeepsLastGood(t *testing.T) {
 		return fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [m]\n  middlewares:\n    m:\n      inFlightConn:\n        amount: %d\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", amount, be)
 	}
 	write(good(2))
-	ep := freePort(t)
-	p := start(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+path)
-	itest.Eventually(t, 5*time.Second, func() bool { return p.status(t, "tcpRouters", "r@file") == "enabled" }, "r@file not enabled")
+	ep := itest.FreeAddr(t)
+	p := itest.StartTollgate(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+path)
+	itest.Eventually(t, 5*time.Second, func() bool { return p.Rawdata(t).Routers["r@file"].Status == "enabled" }, "r@file not enabled")
 
 	write("tcp:\n  routers:\n    r:\n      rulez: oops\n")
 	itest.Eventually(t, 5*time.Second, func() bool {
-		resp, err := http.Get("http://" + p.api + "/api/providers")
+		resp, err := http.Get("http://" + p.API + "/api/providers")
 		if err != nil {
 			return false
 		}
@@ -167,24 +126,22 @@ func TestFileProviderBadFileKeepsLastGood(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return strings.Contains(string(body), "rulez") && strings.Contains(string(body), `"error"`)
 	}, "the parse error (naming the key) did not show in /api/providers")
-	if got := len(hold(t, 3, "127.0.0.20", ep)); got != 2 {
+	if got := len(itest.Hold(t, 3, "127.0.0.20", ep)); got != 2 {
 		t.Fatalf("with a broken file: %d of 3 forwarded, want 2 (last good config, amount 2)", got)
 	}
 
 	write(good(3))
 	itest.Eventually(t, 5*time.Second, func() bool {
-		mw := p.rawdata(t)["tcpMiddlewares"]["m@file"]
-		ifc, _ := mw["inFlightConn"].(map[string]any)
-		return ifc != nil && ifc["amount"] == float64(3)
+		return p.Rawdata(t).AmountOf("m@file") == 3
 	}, "the fixed file was not applied")
-	if got := len(hold(t, 3, "127.0.0.21", ep)); got != 3 {
+	if got := len(itest.Hold(t, 3, "127.0.0.21", ep)); got != 3 {
 		t.Fatalf("after the fix: %d of 3 forwarded, want 3", got)
 	}
 }
 
 // Bad static configuration exits non-zero with one line naming the flag and value.
 func TestStaticConfigErrors(t *testing.T) {
-	busy := freeEcho(t)
+	busy := itest.EchoServer(t, "")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -232,25 +189,25 @@ func TestHelpListsFlags(t *testing.T) {
 // Env vars with the TOLLGATE_ prefix and a YAML --configFile configure
 // tollgate like flags do.
 func TestEnvAndConfigFile(t *testing.T) {
-	be := freeEcho(t)
+	be := itest.EchoServer(t, "")
 	dir := t.TempDir()
 	dyn := filepath.Join(dir, "dyn.yml")
 	_ = os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644)
 
-	ep, api := freePort(t), freePort(t)
+	ep, api := itest.FreeAddr(t), itest.FreeAddr(t)
 	cmd := exec.Command(itest.Binary(t))
 	cmd.Env = append(os.Environ(), "TOLLGATE_ENTRYPOINTS_DB_ADDRESS="+ep, "TOLLGATE_PROVIDERS_FILE_FILENAME="+dyn, "TOLLGATE_API_ADDRESS="+api)
 	runUntilForwarded(t, cmd, ep, api)
 
 	static := filepath.Join(dir, "tollgate.yml")
-	ep, api = freePort(t), freePort(t)
+	ep, api = itest.FreeAddr(t), itest.FreeAddr(t)
 	_ = os.WriteFile(static, []byte(fmt.Sprintf("entryPoints:\n  db:\n    address: %q\nproviders:\n  file:\n    filename: %q\napi:\n  address: %q\n", ep, dyn, api)), 0o644)
 	runUntilForwarded(t, exec.Command(itest.Binary(t), "--configFile="+static), ep, api)
 }
 
 func runUntilForwarded(t *testing.T, cmd *exec.Cmd, ep, api string) {
 	t.Helper()
-	out := newSyncBuffer()
+	out := &itest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -260,7 +217,7 @@ func runUntilForwarded(t *testing.T, cmd *exec.Cmd, ep, api string) {
 		_ = cmd.Wait()
 	}()
 	itest.Eventually(t, 10*time.Second, func() bool {
-		held := hold(t, 1, "127.0.0.1", ep)
+		held := itest.Hold(t, 1, "127.0.0.1", ep)
 		for _, c := range held {
 			c.Close() // closed now, so SIGTERM does not wait out the drain
 		}
@@ -270,19 +227,19 @@ func runUntilForwarded(t *testing.T, cmd *exec.Cmd, ep, api string) {
 
 // SIGTERM stops accepting, drains, and exits 0 within the grace timeout.
 func TestGracefulShutdown(t *testing.T) {
-	be := freeEcho(t)
+	be := itest.EchoServer(t, "")
 	dir := t.TempDir()
 	dyn := filepath.Join(dir, "dyn.yml")
 	_ = os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644)
-	ep, api := freePort(t), freePort(t)
+	ep, api := itest.FreeAddr(t), itest.FreeAddr(t)
 	cmd := exec.Command(itest.Binary(t), "--entryPoints.db.address="+ep, "--entryPoints.db.transport.lifeCycle.graceTimeOut=300ms", "--providers.file.filename="+dyn, "--api.address="+api)
-	out := newSyncBuffer()
+	out := &itest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	var held []net.Conn
-	itest.Eventually(t, 10*time.Second, func() bool { held = hold(t, 1, "127.0.0.1", ep); return len(held) == 1 }, "never forwarded")
+	itest.Eventually(t, 10*time.Second, func() bool { held = itest.Hold(t, 1, "127.0.0.1", ep); return len(held) == 1 }, "never forwarded")
 	start := time.Now()
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
@@ -309,7 +266,7 @@ func TestGracefulShutdown(t *testing.T) {
 // rejection; --metrics.prometheus counts the router's bytes.
 func TestAccessLogAndRouterMetrics(t *testing.T) {
 	dir := t.TempDir()
-	be := freeEcho(t)
+	be := itest.EchoServer(t, "")
 	dyn := filepath.Join(dir, "dynamic.yml")
 	conf := "tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [one]\n" +
 		"  middlewares:\n    one:\n      inFlightConn:\n        amount: 1\n" +
@@ -318,12 +275,12 @@ func TestAccessLogAndRouterMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(dir, "access.log")
-	ep := freePort(t)
-	p := start(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn,
+	ep := itest.FreeAddr(t)
+	p := itest.StartTollgate(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn,
 		"--accessLog.filePath="+logPath, "--metrics.prometheus")
-	itest.Eventually(t, 5*time.Second, func() bool { return p.status(t, "tcpRouters", "r@file") == "enabled" }, "router r@file enabled")
+	itest.Eventually(t, 5*time.Second, func() bool { return p.Rawdata(t).Routers["r@file"].Status == "enabled" }, "router r@file enabled")
 
-	held := hold(t, 2, "127.0.0.1", ep) // amount 1: one forwarded, one rejected
+	held := itest.Hold(t, 2, "127.0.0.1", ep) // amount 1: one forwarded, one rejected
 	if len(held) != 1 {
 		t.Fatalf("%d of 2 connections forwarded with amount 1", len(held))
 	}
@@ -363,7 +320,7 @@ func TestAccessLogAndRouterMetrics(t *testing.T) {
 			t.Errorf("access log line lacks %s: %s", k, lines[0])
 		}
 	}
-	resp, err := http.Get("http://" + p.api + "/metrics")
+	resp, err := http.Get("http://" + p.API + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +342,7 @@ func TestAccessLogAndRouterMetrics(t *testing.T) {
 // carry its name as a field, in JSON and in console format.
 func TestLogLinesNameTheirComponent(t *testing.T) {
 	dir := t.TempDir()
-	be := freeEcho(t)
+	be := itest.EchoServer(t, "")
 	dyn := filepath.Join(dir, "dynamic.yml")
 	conf := "tcp:\n  routers:\n    ok:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [nobody]\n" +
 		"    broken:\n      rule: \"HostSNI(`a.test`)\"\n      service: s\n" +
@@ -394,10 +351,10 @@ func TestLogLinesNameTheirComponent(t *testing.T) {
 	if err := os.WriteFile(dyn, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ep := freePort(t)
-	p := start(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn)
-	itest.Eventually(t, 5*time.Second, func() bool { return p.status(t, "tcpRouters", "broken@file") == "disabled" }, "router broken@file disabled")
-	if len(hold(t, 1, "127.0.0.1", ep)) != 0 {
+	ep := itest.FreeAddr(t)
+	p := itest.StartTollgate(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn)
+	itest.Eventually(t, 5*time.Second, func() bool { return p.Rawdata(t).Routers["broken@file"].Status == "disabled" }, "router broken@file disabled")
+	if len(itest.Hold(t, 1, "127.0.0.1", ep)) != 0 {
 		t.Fatal("amount 0 forwarded a connection")
 	}
 	_ = p.Signal(syscall.SIGHUP)
@@ -410,7 +367,7 @@ func TestLogLinesNameTheirComponent(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	itest.Eventually(t, 5*time.Second, func() bool {
-		for _, line := range strings.Split(p.out.String(), "\n") {
+		for _, line := range strings.Split(p.Out.String(), "\n") {
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) != nil {
 				continue
@@ -430,19 +387,19 @@ func TestLogLinesNameTheirComponent(t *testing.T) {
 }
 
 func TestConsoleLogFormat(t *testing.T) {
-	ep := freePort(t)
-	p := start(t, "--entryPoints.tcp.address="+ep, "--log.format=console")
+	ep := itest.FreeAddr(t)
+	p := itest.StartTollgate(t, "--entryPoints.tcp.address="+ep, "--log.format=console")
 	itest.Eventually(t, 5*time.Second, func() bool {
-		return strings.Contains(p.out.String(), "entry point listening") && strings.Contains(p.out.String(), "entrypoint=tcp")
-	}, "a console line naming the entry point: %s", p.out.String())
-	if strings.Contains(p.out.String(), `{"level"`) {
-		t.Fatalf("console format wrote JSON: %s", p.out.String())
+		return strings.Contains(p.Out.String(), "entry point listening") && strings.Contains(p.Out.String(), "entrypoint=tcp")
+	}, "a console line naming the entry point: %s", p.Out.String())
+	if strings.Contains(p.Out.String(), `{"level"`) {
+		t.Fatalf("console format wrote JSON: %s", p.Out.String())
 	}
 }
 
 func TestAccessLogBadPath(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "missing", "access.log")
-	cmd := exec.Command(itest.Binary(t), "--entryPoints.tcp.address="+freePort(t), "--api.address="+freePort(t), "--accessLog.filePath="+bad)
+	cmd := exec.Command(itest.Binary(t), "--entryPoints.tcp.address="+itest.FreeAddr(t), "--api.address="+itest.FreeAddr(t), "--accessLog.filePath="+bad)
 	out, err := cmd.CombinedOutput()
 	if itest.ExitCode(err) != 1 || !strings.Contains(string(out), `accessLog.filePath="`+bad+`"`) {
 		t.Fatalf("exit %d, %s: want 1 naming accessLog.filePath", itest.ExitCode(err), out)
