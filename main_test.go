@@ -35,7 +35,7 @@ const designYAML = "tcp:\n" +
 	"        servers:\n" +
 	"          - address: \"127.0.0.1:4000\"\n"
 
-// The TOML form: DESIGN §7's middleware block verbatim, plus the same router
+// The TOML form: the README's middleware block verbatim, plus the same router
 // and service.
 const designTOML = "[tcp.routers.my-router]\n" +
 	"  rule = \"HostSNI(`*`)\"\n" +

@@ -10,7 +10,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 )
 
-// design7 are the tags of DESIGN.md §7 plus a router and a port.
+// design7 are the README's documented Consul tags plus a router and a port.
 var design7 = []string{
 	"traefik.tcp.routers.db.rule=HostSNI(`*`)",
 	"traefik.tcp.routers.db.entrypoints=db",
@@ -69,7 +69,7 @@ func TestBuild(t *testing.T) {
 			want:      tcp(nil, nil, nil),
 		},
 		{
-			name:      "design §7 tags",
+			name:      "the README's example tags",
 			instances: []Instance{inst("db", "db-1", "127.0.0.1", 9999, "passing", design7...)},
 			want: tcp(
 				map[string]*config.TCPRouter{"db": dbRouter},

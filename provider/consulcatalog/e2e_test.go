@@ -93,7 +93,7 @@ func dialEcho(t *testing.T, src, addr string) (net.Conn, bool) {
 	return c, true
 }
 
-// dbTags are the DESIGN §7 tags with a router, an entry point and the
+// dbTags are the README's example tags with a router, an entry point and the
 // backend's port.
 func dbTags(amount, port int) []string {
 	return []string{
@@ -106,7 +106,7 @@ func dbTags(amount, port int) []string {
 }
 
 // TestE2E runs the tollgate binary against a real Consul agent: a service
-// registered with the DESIGN §7 tags is routed and limited to exactly 10
+// registered with the README's example tags is routed and limited to exactly 10
 // connections per client IP; an amount change applies to new connections
 // without resetting held counts; health, deregistration, bad tags, an agent
 // outage and its restart behave as the issue says.

@@ -33,7 +33,7 @@ func with(c Container, f func(*Container)) Container {
 	return c
 }
 
-// dbLabels are the labels of DESIGN.md §1 (router, middleware, service port).
+// dbLabels are the README's Docker label example (router, middleware, service port).
 func dbLabels() map[string]string {
 	return map[string]string{
 		"traefik.tcp.routers.db.rule":                          "HostSNI(`*`)",
@@ -78,7 +78,7 @@ func TestBuild(t *testing.T) {
 		wantProblems []string
 	}{
 		{
-			name:       "DESIGN example: router, middleware, service with label port",
+			name:       "README example: router, middleware, service with label port",
 			containers: []Container{running("pg", "172.17.0.2", dbLabels(), 5432, 9187)},
 			opts:       defaults(),
 			want: tcp(

@@ -42,7 +42,7 @@ func startGate(t *testing.T, extra ...string) *gate {
 	return g
 }
 
-// labels returns the labels of DESIGN.md §7 with a router and a service port,
+// labels returns the README's documented label example with a router and a service port,
 // plus the test label. amount <= 0 leaves the middleware out.
 func (g *gate) labels(router, service, mw string, amount int) map[string]string {
 	l := map[string]string{

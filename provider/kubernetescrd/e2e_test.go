@@ -105,8 +105,8 @@ func dialEcho(src, addr string) (net.Conn, bool) {
 	return c, true
 }
 
-// TestE2E runs the tollgate binary against a real kube-apiserver: the DESIGN
-// §7 MiddlewareTCP and an IngressRouteTCP on HostSNI(`*`) to a Service whose
+// TestE2E runs the tollgate binary against a real kube-apiserver: the
+// MiddlewareTCP of deploy/example.yaml (amount 10) and an IngressRouteTCP on HostSNI(`*`) to a Service whose
 // EndpointSlice names a local echo server (on the machine's own address: the
 // API server refuses 127.0.0.0/8 in EndpointSlices). The proxy forwards and admits
 // exactly 10 connections per client IP; an amount change applies to new
