@@ -13,9 +13,11 @@ package check
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -257,7 +259,7 @@ func (c *checker) mergeFile(tcp *config.TCPConfiguration, o origin) {
 }
 
 func mergeFirst[V any](c *checker, kind string, dst *map[string]V, src map[string]V, o origin) {
-	for _, name := range sortedKeys(src) {
+	for _, name := range slices.Sorted(maps.Keys(src)) {
 		q := kind + "/" + provider.Qualify(name, pfile.Name)
 		prev, have := (*dst)[name]
 		if !have {
@@ -349,22 +351,7 @@ func (c *checker) compile() *Report {
 
 	eps := c.opts.EntryPoints
 	if len(eps) == 0 {
-		seen := map[string]bool{}
-		for _, r := range merged.Routers {
-			if r == nil {
-				continue
-			}
-			for _, ep := range r.EntryPoints {
-				if !seen[ep] {
-					seen[ep] = true
-					eps = append(eps, ep)
-				}
-			}
-		}
-		if len(eps) == 0 {
-			eps = []string{"default"}
-		}
-		sort.Strings(eps)
+		eps = namedEntryPoints(merged)
 	}
 	st := proxy.NewState(zerolog.Nop())
 	st.Close() // compile without starting health checkers: check does no I/O
@@ -373,21 +360,21 @@ func (c *checker) compile() *Report {
 	rep := &Report{TCP: merged, Status: Statuses{
 		Routers: map[string]string{}, Services: map[string]string{}, Middlewares: map[string]string{},
 	}}
-	for _, name := range sortedKeys(rt.Routers) {
+	for _, name := range slices.Sorted(maps.Keys(rt.Routers)) {
 		ri := rt.Routers[name]
 		rep.Status.Routers[name] = ri.Status
 		for _, msg := range ri.Err {
 			problems = append(problems, c.resourceProblem("routers", name, ri.Status, msg, ri.Status == proxy.StatusDisabled))
 		}
 	}
-	for _, name := range sortedKeys(rt.Services) {
+	for _, name := range slices.Sorted(maps.Keys(rt.Services)) {
 		si := rt.Services[name]
 		rep.Status.Services[name] = si.Status
 		for _, msg := range si.Err {
 			problems = append(problems, c.resourceProblem("services", name, si.Status, msg, false))
 		}
 	}
-	for _, name := range sortedKeys(rt.Middlewares) {
+	for _, name := range slices.Sorted(maps.Keys(rt.Middlewares)) {
 		mi := rt.Middlewares[name]
 		rep.Status.Middlewares[name] = mi.Status
 		for _, msg := range mi.Err {
@@ -396,6 +383,30 @@ func (c *checker) compile() *Report {
 	}
 	rep.Problems = problems
 	return rep
+}
+
+// namedEntryPoints are the entry points tcp's routers name, sorted, or one
+// called "default" when none names any: the entry points check assumes exist
+// when Options.EntryPoints is empty.
+func namedEntryPoints(tcp *config.TCPConfiguration) []string {
+	var eps []string
+	seen := map[string]bool{}
+	for _, r := range tcp.Routers {
+		if r == nil {
+			continue
+		}
+		for _, ep := range r.EntryPoints {
+			if !seen[ep] {
+				seen[ep] = true
+				eps = append(eps, ep)
+			}
+		}
+	}
+	if len(eps) == 0 {
+		return []string{"default"}
+	}
+	sort.Strings(eps)
+	return eps
 }
 
 // originOf returns where the resource kind/qname was defined: for a dynamic
@@ -510,15 +521,6 @@ func (c *checker) locate(p *Problem, o origin, kind, name, field string) {
 			p.Key, p.Line = k.written, k.line
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // String formats p as one line: "file:line: service "s": key: [severity] message".

@@ -8,7 +8,6 @@ package check
 // for every resource and the same problems.
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
 	"github.com/tollgate-proxy/tollgate/provider/docker"
@@ -78,20 +78,7 @@ func providerView(containers []docker.Container, instances []consulcatalog.Insta
 	}
 	v.TCP = provider.Merge(configs)
 
-	var eps []string
-	seen := map[string]bool{}
-	for _, r := range v.TCP.Routers {
-		for _, ep := range r.EntryPoints {
-			if !seen[ep] {
-				seen[ep] = true
-				eps = append(eps, ep)
-			}
-		}
-	}
-	if len(eps) == 0 {
-		eps = []string{"default"}
-	}
-	sort.Strings(eps)
+	eps := namedEntryPoints(v.TCP)
 	st := proxy.NewState(zerolog.Nop())
 	st.Close()
 	_, rt := proxy.Compile(v.TCP, eps, st, zerolog.Nop())
@@ -169,27 +156,6 @@ func sameViews(t *testing.T, want, got view) {
 	}
 }
 
-// readLabels reads a .labels fixture the way the labels golden test does.
-func readLabels(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	m := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#") {
-			continue
-		}
-		k, v, _ := strings.Cut(line, "=")
-		m[strings.TrimSpace(k)] = v
-	}
-	return m
-}
-
 // labelContainer is the container check reads a label file as: running,
 // named after the file and reachable under that name, image ports unknown.
 func labelContainer(name string, lbls map[string]string) docker.Container {
@@ -210,7 +176,7 @@ func TestDifferentialLabelFiles(t *testing.T) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			name := strings.TrimSuffix(filepath.Base(path), ".labels")
 			for _, opts := range []Options{DefaultOptions(), {ExposedByDefault: false, Prefix: "traefik"}} {
-				want, eps := providerView([]docker.Container{labelContainer(name, readLabels(t, path))}, nil, opts)
+				want, eps := providerView([]docker.Container{labelContainer(name, itest.ReadLabels(t, path))}, nil, opts)
 				opts.EntryPoints = eps
 				sameViews(t, want, checkView(t, []string{path}, opts))
 			}

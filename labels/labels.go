@@ -34,6 +34,8 @@ package labels
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -253,7 +255,7 @@ func checkPorts(conf *config.Dynamic, sel, orig map[string]string) error {
 	if conf.TCP == nil {
 		return nil
 	}
-	for _, name := range sortedKeys(conf.TCP.Services) {
+	for _, name := range slices.Sorted(maps.Keys(conf.TCP.Services)) {
 		svc := conf.TCP.Services[name]
 		if svc == nil || svc.LoadBalancer == nil {
 			continue
@@ -286,13 +288,4 @@ func DeclaresRouter(m map[string]string) bool {
 		}
 	}
 	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -10,6 +10,7 @@ package provider
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -163,7 +164,7 @@ func BuildTCPRouterConfiguration(src Source, noun, prefix string) []Problem {
 			Severity: SeverityError, Message: fmt.Sprintf(format, args...), DisablesRouter: true,
 		})
 	}
-	for _, name := range sortedKeys(tcp.Routers) {
+	for _, name := range slices.Sorted(maps.Keys(tcp.Routers)) {
 		r := tcp.Routers[name]
 		if r == nil || strings.TrimSpace(r.Rule) == "" {
 			drop(name, "router %q has no rule: dropped (set %s.tcp.routers.%s.rule, e.g. HostSNI(`*`))", name, prefix, name)
@@ -181,7 +182,7 @@ func BuildTCPRouterConfiguration(src Source, noun, prefix string) []Problem {
 			}
 		default:
 			drop(name, "router %q has no service and the %s defines %d services (%s): dropped (set %s.tcp.routers.%s.service)",
-				name, noun, len(tcp.Services), strings.Join(sortedKeys(tcp.Services), ", "), prefix, name)
+				name, noun, len(tcp.Services), strings.Join(slices.Sorted(maps.Keys(tcp.Services)), ", "), prefix, name)
 		}
 	}
 	return problems
@@ -266,13 +267,13 @@ func MergeSources(sources []Source) (*config.TCPConfiguration, []Problem, map[Re
 		if src.TCP == nil {
 			continue
 		}
-		for _, name := range sortedKeys(src.TCP.Routers) {
+		for _, name := range slices.Sorted(maps.Keys(src.TCP.Routers)) {
 			add(src, Resource{KindRouter, name}, AddRouterTCP(out, name, src.TCP.Routers[name]))
 		}
-		for _, name := range sortedKeys(src.TCP.Services) {
+		for _, name := range slices.Sorted(maps.Keys(src.TCP.Services)) {
 			add(src, Resource{KindService, name}, AddServiceTCP(out, name, src.TCP.Services[name]))
 		}
-		for _, name := range sortedKeys(src.TCP.Middlewares) {
+		for _, name := range slices.Sorted(maps.Keys(src.TCP.Middlewares)) {
 			add(src, Resource{KindMiddleware, name}, AddMiddlewareTCP(out, name, src.TCP.Middlewares[name]))
 		}
 	}
@@ -305,13 +306,4 @@ func MergeSources(sources []Source) (*config.TCPConfiguration, []Problem, map[Re
 		})
 	}
 	return out, problems, definedBy
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -192,7 +194,7 @@ func buildInstance(inst *Instance, opts Options, cache *DecodeCache) (provider.S
 			serviceName(inst, d.knobs.canary): {LoadBalancer: &config.TCPServersLoadBalancer{}},
 		}
 	}
-	for _, name := range sortedKeys(tcp.Services) {
+	for _, name := range slices.Sorted(maps.Keys(tcp.Services)) {
 		if err := addServer(inst, name, tcp.Services[name], prefix); err != nil {
 			return skip(provider.Problem{Resource: provider.Resource{Kind: provider.KindService, Name: name}, Message: err.Error()})
 		}
@@ -339,7 +341,7 @@ type knobs struct {
 // is not supported), is an error: a *labels.Error naming the label.
 func decodeKnobs(lbls map[string]string, prefix string) (knobs, error) {
 	var k knobs
-	for _, key := range sortedKeys(lbls) {
+	for _, key := range slices.Sorted(maps.Keys(lbls)) {
 		value := lbls[key]
 		lower := strings.ToLower(key)
 		fail := func(msg string) (knobs, error) {
@@ -428,13 +430,4 @@ func addServer(inst *Instance, name string, svc *config.TCPService, prefix strin
 	}
 	lb.Servers[0].Address = net.JoinHostPort(addr, port)
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

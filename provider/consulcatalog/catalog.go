@@ -3,6 +3,8 @@ package consulcatalog
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -166,7 +168,7 @@ func fetch(ctx context.Context, c catalog, prefix string, parallel int) ([]Insta
 	if len(nodes) < len(tagged) {
 		keys, read, what = nodes, c.NodeInstances, "node"
 	} else {
-		keys, read, what = sortedKeys(tagged), c.ServiceInstances, "service"
+		keys, read, what = slices.Sorted(maps.Keys(tagged)), c.ServiceInstances, "service"
 	}
 	sort.Strings(keys)
 	results := make([][]Instance, len(keys))

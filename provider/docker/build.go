@@ -3,7 +3,9 @@ package docker
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -217,7 +219,7 @@ func buildContainer(c Container, opts Options) (provider.Source, []provider.Prob
 			serviceName(c): {LoadBalancer: &config.TCPServersLoadBalancer{}},
 		}
 	}
-	for _, name := range sortedKeys(tcp.Services) {
+	for _, name := range slices.Sorted(maps.Keys(tcp.Services)) {
 		lb := tcp.Services[name].LoadBalancer
 		if lb == nil {
 			return skip(provider.Problem{Resource: provider.Resource{Kind: provider.KindService, Name: name},
@@ -276,7 +278,7 @@ func serverAddress(c Container, labelNetwork, labelPort string, opts Options) (s
 	}
 	ip := containerIP(c, network)
 	if ip == "" {
-		return "", fmt.Errorf("no IP address (network mode %q, networks %v)", c.NetworkMode, sortedKeys(c.Networks))
+		return "", fmt.Errorf("no IP address (network mode %q, networks %v)", c.NetworkMode, slices.Sorted(maps.Keys(c.Networks)))
 	}
 	return net.JoinHostPort(ip, port), nil
 }
@@ -328,7 +330,7 @@ func containerIP(c Container, network string) string {
 	if c.NetworkMode == "host" {
 		return "127.0.0.1"
 	}
-	for _, name := range sortedKeys(c.Networks) {
+	for _, name := range slices.Sorted(maps.Keys(c.Networks)) {
 		if ip := c.Networks[name]; ip != "" {
 			return ip
 		}
@@ -345,13 +347,4 @@ func serviceName(c Container) string {
 		name = svc + "-" + proj
 	}
 	return provider.Normalize(name)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -2,10 +2,10 @@ package kubernetescrd
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,24 +69,10 @@ func localIP(t *testing.T) string {
 // startEcho is a backend on ip that echoes every byte.
 func startEcho(t *testing.T, ip string) (addr string, port int) {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
-	return ln.Addr().String(), ln.Addr().(*net.TCPAddr).Port
+	addr = itest.EchoServer(t, net.JoinHostPort(ip, "0"))
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ = strconv.Atoi(p)
+	return addr, port
 }
 
 // dialEcho opens a connection from src to addr and reports whether a byte
