@@ -223,7 +223,7 @@ type decoded struct {
 
 // DecodeCache memoises decoding by tag list: instances of one service usually
 // carry the same tags, and most tags are unchanged from one snapshot to the
-// next, while labels.Decode (paerser) is the costliest step of build. An entry
+// next, while labels.Decode (paerser) is the costliest step of Build. An entry
 // lives for the build that used it and the next one. The zero value is ready;
 // it is not safe for concurrent use (Run builds from one goroutine).
 type DecodeCache struct {

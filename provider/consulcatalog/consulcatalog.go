@@ -7,7 +7,7 @@
 //	traefik.tcp.middlewares.test-inflightconn.inflightconn.amount=10
 //
 // becomes a router, a middleware and a service with one server per healthy
-// instance, decoded by the same labels.Decode as Docker labels (see build for
+// instance, decoded by the same labels.Decode as Docker labels (see Build for
 // the rules). The provider watches the catalog with blocking queries on
 // /v1/catalog/services and /v1/health/state/any (so registrations,
 // deregistrations, tag changes and health changes all wake it), re-reads the
