@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -22,12 +21,16 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/traefik/paerser/cli"
 
 	"github.com/tollgate-proxy/tollgate/api"
+	"github.com/tollgate-proxy/tollgate/check"
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/cmdline"
 	"github.com/tollgate-proxy/tollgate/provider"
+	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
+	"github.com/tollgate-proxy/tollgate/provider/docker"
 	"github.com/tollgate-proxy/tollgate/provider/file"
+	"github.com/tollgate-proxy/tollgate/provider/kubernetescrd"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
 
@@ -36,37 +39,9 @@ var Version = "dev"
 
 func main() {
 	cmd := config.NewCommand()
-	root := &cli.Command{
-		Name:          "tollgate",
-		Description:   "TCP edge proxy: Traefik-style labels and tags, per-client-IP connection limits.",
-		Configuration: cmd,
-		Resources: []cli.ResourceLoader{
-			&cli.FileLoader{ConfigFileFlag: "configFile", BasePaths: []string{"/etc/tollgate/tollgate", "$HOME/.config/tollgate", "./tollgate"}},
-			&cli.FlagLoader{},
-			&cli.EnvLoader{Prefix: "TOLLGATE_"},
-		},
-		Run: func([]string) error { return run(cmd) },
-	}
-	_ = root.AddCommand(&cli.Command{
-		Name:        "version",
-		Description: "Print the version.",
-		Run: func([]string) error {
-			fmt.Printf("tollgate %s\n%s %s/%s\n", version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			return nil
-		},
-	})
-	_ = root.AddCommand(healthcheckCommand())
-	_ = root.AddCommand(checkCommand())
-	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "-") {
-		if err := checkArgs(os.Args[1:]); err != nil {
-			fmt.Fprintln(os.Stderr, "tollgate: "+oneLine(err.Error()))
-			os.Exit(1)
-		}
-	}
-	if err := cli.Execute(root); err != nil {
-		fmt.Fprintln(os.Stderr, "tollgate: "+cleanError(err))
-		os.Exit(1)
-	}
+	root := cmdline.Root(cmd, func() error { return run(cmd) }, version())
+	_ = root.AddCommand(check.Command())
+	os.Exit(cmdline.Execute(root))
 }
 
 func version() string {
@@ -80,8 +55,6 @@ func version() string {
 	}
 	return v
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func newLogger(cfg *config.Log) zerolog.Logger {
 	var w io.Writer = os.Stdout
@@ -132,7 +105,7 @@ func run(cmd *config.Command) error {
 		fileProv = file.New(st.Providers.File, log)
 		providers = append(providers, fileProv)
 	}
-	more, err := extraProviders(st, log)
+	more, err := labelProviders(st.Providers, log)
 	if err != nil {
 		return err
 	}
@@ -217,4 +190,57 @@ func run(cmd *config.Command) error {
 	wg.Wait()
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// labelProviders builds the Docker, Consul Catalog and Kubernetes CRD
+// providers that the static configuration enables. A new provider (Swarm,
+// KV) is one more case here (ARCHITECTURE.md).
+func labelProviders(cfg *config.Providers, log zerolog.Logger) ([]provider.Provider, error) {
+	var out []provider.Provider
+	add := func(p provider.Provider, err error) error {
+		if err != nil {
+			return err // names the option already
+		}
+		out = append(out, p)
+		return nil
+	}
+	if c := cfg.Docker; c != nil {
+		if err := add(docker.New(c, log)); err != nil {
+			return nil, err
+		}
+	}
+	if c := cfg.ConsulCatalog; c != nil {
+		if err := add(consulcatalog.New(c, log)); err != nil {
+			return nil, err
+		}
+	}
+	if c := cfg.KubernetesCRD; c != nil {
+		if err := add(kubernetescrd.New(c, log)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// connObservers returns what closed connections report to: the access log
+// (--accessLog) and per-router metrics (--metrics.prometheus). The access log
+// file stays open until the process exits: connections cut by the shutdown
+// drain end (and are logged) after Server.Shutdown returns. Each line is one
+// unbuffered write, so nothing is lost at exit.
+func connObservers(st *config.Static) (proxy.ConnObservers, error) {
+	var o proxy.ConnObservers
+	o.Metrics = st.Metrics != nil && st.Metrics.Prometheus != nil
+	if st.AccessLog != nil {
+		var w io.Writer = os.Stdout
+		if path := st.AccessLog.FilePath; path != "" {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+			if err != nil {
+				return o, fmt.Errorf("accessLog.filePath=%q: %w", path, err)
+			}
+			w = f
+		}
+		l := zerolog.New(w).With().Timestamp().Logger()
+		o.AccessLog = &l
+	}
+	return o, nil
 }

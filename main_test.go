@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,46 +17,6 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
-
-// proc is a tollgate process started by a test (see itest.StartTollgate).
-type proc struct {
-	*itest.Tollgate
-	api string
-	out *itest.Buffer
-}
-
-// start runs tollgate with args plus an admin API on a free port and waits
-// until /ping answers.
-func start(t *testing.T, args ...string) *proc {
-	t.Helper()
-	g := itest.StartTollgate(t, args...)
-	return &proc{Tollgate: g, api: g.API, out: g.Out}
-}
-
-func (p *proc) rawdata(t *testing.T) map[string]map[string]map[string]any {
-	t.Helper()
-	out := map[string]map[string]map[string]any{}
-	var raw map[string]json.RawMessage
-	p.GetJSON(t, "/api/rawdata", &raw)
-	for _, k := range []string{"tcpRouters", "tcpServices", "tcpMiddlewares"} {
-		m := map[string]map[string]any{}
-		_ = json.Unmarshal(raw[k], &m)
-		out[k] = m
-	}
-	return out
-}
-
-func (p *proc) status(t *testing.T, kind, name string) string {
-	t.Helper()
-	s, _ := p.rawdata(t)[kind][name]["status"].(string)
-	return s
-}
-
-func freePort(t *testing.T) string                          { return itest.FreeAddr(t) }
-func freeEcho(t *testing.T) string                          { return itest.EchoServer(t, "") }
-func echoServer(t *testing.T, addr string)                  { itest.EchoServer(t, addr) }
-func hold(t *testing.T, n int, src, addr string) []net.Conn { return itest.Hold(t, n, src, addr) }
-func newSyncBuffer() *itest.Buffer                          { return &itest.Buffer{} }
 
 const designYAML = "tcp:\n" +
 	"  routers:\n" +
@@ -74,7 +35,7 @@ const designYAML = "tcp:\n" +
 	"        servers:\n" +
 	"          - address: \"127.0.0.1:4000\"\n"
 
-// The TOML form: DESIGN §7's middleware block verbatim, plus the same router
+// The TOML form: the README's middleware block verbatim, plus the same router
 // and service.
 const designTOML = "[tcp.routers.my-router]\n" +
 	"  rule = \"HostSNI(`*`)\"\n" +
@@ -92,7 +53,7 @@ const designTOML = "[tcp.routers.my-router]\n" +
 // -> exactly 10 forwarded; another IP gets its own 10; after the first IP
 // closes, it gets 10 again.
 func TestDesignExamples(t *testing.T) {
-	echoServer(t, "127.0.0.1:4000")
+	itest.EchoServer(t, "127.0.0.1:4000")
 	for _, tc := range []struct{ name, file, content string }{
 		{"yaml", "dynamic.yml", designYAML},
 		{"toml", "dynamic.toml", designTOML},
@@ -103,17 +64,17 @@ func TestDesignExamples(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ep := freePort(t)
-			p := start(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+path, "--log.level=ERROR")
+			ep := itest.FreeAddr(t)
+			p := itest.StartTollgate(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+path, "--log.level=ERROR")
 			itest.Eventually(t, 5*time.Second, func() bool {
-				return p.status(t, "tcpRouters", "my-router@file") == "enabled"
+				return p.Rawdata(t).Routers["my-router@file"].Status == "enabled"
 			}, "my-router@file not enabled")
 
-			a := hold(t, 15, "127.0.0.2", ep)
+			a := itest.Hold(t, 15, "127.0.0.2", ep)
 			if len(a) != 10 {
 				t.Fatalf("127.0.0.2: %d of 15 forwarded, want 10", len(a))
 			}
-			b := hold(t, 15, "127.0.0.3", ep)
+			b := itest.Hold(t, 15, "127.0.0.3", ep)
 			if len(b) != 10 {
 				t.Fatalf("127.0.0.3: %d of 15 forwarded, want 10", len(b))
 			}
@@ -121,11 +82,10 @@ func TestDesignExamples(t *testing.T) {
 				c.Close()
 			}
 			itest.Eventually(t, 5*time.Second, func() bool {
-				mw := p.rawdata(t)["tcpMiddlewares"]["test-inflightconn@file"]
-				live, _ := mw["inFlight"].(map[string]any)
-				return live != nil && live["inFlight"] == float64(10)
+				live := p.Rawdata(t).Middlewares["test-inflightconn@file"].InFlight
+				return live != nil && live.InFlight == 10
 			}, "127.0.0.2's connections were not released")
-			again := hold(t, 15, "127.0.0.2", ep)
+			again := itest.Hold(t, 15, "127.0.0.2", ep)
 			if len(again) != 10 {
 				t.Fatalf("127.0.0.2 after closing: %d of 15 forwarded, want 10", len(again))
 			}
@@ -138,7 +98,7 @@ func TestDesignExamples(t *testing.T) {
 func TestFileProviderBadFileKeepsLastGood(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "dyn.yml")
-	be := freeEcho(t)
+	be := itest.EchoServer(t, "")
 	write := func(content string) {
 		tmp := path + ".tmp"
 		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
@@ -152,13 +112,13 @@ func TestFileProviderBadFileKeepsLastGood(t *testing.T) {
 		return fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [m]\n  middlewares:\n    m:\n      inFlightConn:\n        amount: %d\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", amount, be)
 	}
 	write(good(2))
-	ep := freePort(t)
-	p := start(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+path)
-	itest.Eventually(t, 5*time.Second, func() bool { return p.status(t, "tcpRouters", "r@file") == "enabled" }, "r@file not enabled")
+	ep := itest.FreeAddr(t)
+	p := itest.StartTollgate(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+path)
+	itest.Eventually(t, 5*time.Second, func() bool { return p.Rawdata(t).Routers["r@file"].Status == "enabled" }, "r@file not enabled")
 
 	write("tcp:\n  routers:\n    r:\n      rulez: oops\n")
 	itest.Eventually(t, 5*time.Second, func() bool {
-		resp, err := http.Get("http://" + p.api + "/api/providers")
+		resp, err := http.Get("http://" + p.API + "/api/providers")
 		if err != nil {
 			return false
 		}
@@ -166,24 +126,22 @@ func TestFileProviderBadFileKeepsLastGood(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return strings.Contains(string(body), "rulez") && strings.Contains(string(body), `"error"`)
 	}, "the parse error (naming the key) did not show in /api/providers")
-	if got := len(hold(t, 3, "127.0.0.20", ep)); got != 2 {
+	if got := len(itest.Hold(t, 3, "127.0.0.20", ep)); got != 2 {
 		t.Fatalf("with a broken file: %d of 3 forwarded, want 2 (last good config, amount 2)", got)
 	}
 
 	write(good(3))
 	itest.Eventually(t, 5*time.Second, func() bool {
-		mw := p.rawdata(t)["tcpMiddlewares"]["m@file"]
-		ifc, _ := mw["inFlightConn"].(map[string]any)
-		return ifc != nil && ifc["amount"] == float64(3)
+		return p.Rawdata(t).AmountOf("m@file") == 3
 	}, "the fixed file was not applied")
-	if got := len(hold(t, 3, "127.0.0.21", ep)); got != 3 {
+	if got := len(itest.Hold(t, 3, "127.0.0.21", ep)); got != 3 {
 		t.Fatalf("after the fix: %d of 3 forwarded, want 3", got)
 	}
 }
 
 // Bad static configuration exits non-zero with one line naming the flag and value.
 func TestStaticConfigErrors(t *testing.T) {
-	busy := freeEcho(t)
+	busy := itest.EchoServer(t, "")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -231,25 +189,25 @@ func TestHelpListsFlags(t *testing.T) {
 // Env vars with the TOLLGATE_ prefix and a YAML --configFile configure
 // tollgate like flags do.
 func TestEnvAndConfigFile(t *testing.T) {
-	be := freeEcho(t)
+	be := itest.EchoServer(t, "")
 	dir := t.TempDir()
 	dyn := filepath.Join(dir, "dyn.yml")
 	_ = os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644)
 
-	ep, api := freePort(t), freePort(t)
+	ep, api := itest.FreeAddr(t), itest.FreeAddr(t)
 	cmd := exec.Command(itest.Binary(t))
 	cmd.Env = append(os.Environ(), "TOLLGATE_ENTRYPOINTS_DB_ADDRESS="+ep, "TOLLGATE_PROVIDERS_FILE_FILENAME="+dyn, "TOLLGATE_API_ADDRESS="+api)
 	runUntilForwarded(t, cmd, ep, api)
 
 	static := filepath.Join(dir, "tollgate.yml")
-	ep, api = freePort(t), freePort(t)
+	ep, api = itest.FreeAddr(t), itest.FreeAddr(t)
 	_ = os.WriteFile(static, []byte(fmt.Sprintf("entryPoints:\n  db:\n    address: %q\nproviders:\n  file:\n    filename: %q\napi:\n  address: %q\n", ep, dyn, api)), 0o644)
 	runUntilForwarded(t, exec.Command(itest.Binary(t), "--configFile="+static), ep, api)
 }
 
 func runUntilForwarded(t *testing.T, cmd *exec.Cmd, ep, api string) {
 	t.Helper()
-	out := newSyncBuffer()
+	out := &itest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -259,7 +217,7 @@ func runUntilForwarded(t *testing.T, cmd *exec.Cmd, ep, api string) {
 		_ = cmd.Wait()
 	}()
 	itest.Eventually(t, 10*time.Second, func() bool {
-		held := hold(t, 1, "127.0.0.1", ep)
+		held := itest.Hold(t, 1, "127.0.0.1", ep)
 		for _, c := range held {
 			c.Close() // closed now, so SIGTERM does not wait out the drain
 		}
@@ -269,19 +227,19 @@ func runUntilForwarded(t *testing.T, cmd *exec.Cmd, ep, api string) {
 
 // SIGTERM stops accepting, drains, and exits 0 within the grace timeout.
 func TestGracefulShutdown(t *testing.T) {
-	be := freeEcho(t)
+	be := itest.EchoServer(t, "")
 	dir := t.TempDir()
 	dyn := filepath.Join(dir, "dyn.yml")
 	_ = os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644)
-	ep, api := freePort(t), freePort(t)
+	ep, api := itest.FreeAddr(t), itest.FreeAddr(t)
 	cmd := exec.Command(itest.Binary(t), "--entryPoints.db.address="+ep, "--entryPoints.db.transport.lifeCycle.graceTimeOut=300ms", "--providers.file.filename="+dyn, "--api.address="+api)
-	out := newSyncBuffer()
+	out := &itest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	var held []net.Conn
-	itest.Eventually(t, 10*time.Second, func() bool { held = hold(t, 1, "127.0.0.1", ep); return len(held) == 1 }, "never forwarded")
+	itest.Eventually(t, 10*time.Second, func() bool { held = itest.Hold(t, 1, "127.0.0.1", ep); return len(held) == 1 }, "never forwarded")
 	start := time.Now()
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
@@ -301,5 +259,149 @@ func TestGracefulShutdown(t *testing.T) {
 	_ = held[0].SetReadDeadline(time.Now().Add(time.Second))
 	if _, err := held[0].Read(make([]byte, 1)); err == nil {
 		t.Fatal("held connection still open after exit")
+	}
+}
+
+// --accessLog.filePath: one JSON line per closed connection, none for a
+// rejection; --metrics.prometheus counts the router's bytes.
+func TestAccessLogAndRouterMetrics(t *testing.T) {
+	dir := t.TempDir()
+	be := itest.EchoServer(t, "")
+	dyn := filepath.Join(dir, "dynamic.yml")
+	conf := "tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [one]\n" +
+		"  middlewares:\n    one:\n      inFlightConn:\n        amount: 1\n" +
+		"  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: \"" + be + "\"\n"
+	if err := os.WriteFile(dyn, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "access.log")
+	ep := itest.FreeAddr(t)
+	p := itest.StartTollgate(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn,
+		"--accessLog.filePath="+logPath, "--metrics.prometheus")
+	itest.Eventually(t, 5*time.Second, func() bool { return p.Rawdata(t).Routers["r@file"].Status == "enabled" }, "router r@file enabled")
+
+	held := itest.Hold(t, 2, "127.0.0.1", ep) // amount 1: one forwarded, one rejected
+	if len(held) != 1 {
+		t.Fatalf("%d of 2 connections forwarded with amount 1", len(held))
+	}
+	c := held[0]
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 5)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	var lines []string
+	itest.Eventually(t, 5*time.Second, func() bool {
+		b, _ := os.ReadFile(logPath)
+		lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+		return len(b) > 0
+	}, "an access log line in %s", logPath)
+	time.Sleep(50 * time.Millisecond) // a second line, if one were wrongly written, would be there by now
+	b, _ := os.ReadFile(logPath)
+	lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("%d access log lines, want 1 (rejections are not logged):\n%s", len(lines), b)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &m); err != nil {
+		t.Fatalf("not JSON: %q", lines[0])
+	}
+	for k, want := range map[string]any{"entrypoint": "tcp", "router": "r@file", "service": "s@file", "server": be,
+		"client_ip": "127.0.0.1", "bytes_in": 6.0, "bytes_out": 6.0, "end": "closed"} {
+		if m[k] != want {
+			t.Errorf("access log %s = %v, want %v (line %s)", k, m[k], want, lines[0])
+		}
+	}
+	for _, k := range []string{"time", "duration_ms", "client_port"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("access log line lacks %s: %s", k, lines[0])
+		}
+	}
+	resp, err := http.Get("http://" + p.API + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range []string{
+		`tollgate_router_bytes_in_total{router="r@file"} 6`,
+		`tollgate_router_bytes_out_total{router="r@file"} 6`,
+		`tollgate_router_connection_duration_seconds_count{router="r@file"} 1`,
+		`tollgate_middleware_connections_total{middleware="one@file",reason="inflightconn_limit",result="rejected"} 1`,
+	} {
+		if !bytes.Contains(body, []byte(line)) {
+			t.Errorf("/metrics lacks %s", line)
+		}
+	}
+}
+
+// Log lines about an entry point, router, service, middleware or provider
+// carry its name as a field, in JSON and in console format.
+func TestLogLinesNameTheirComponent(t *testing.T) {
+	dir := t.TempDir()
+	be := itest.EchoServer(t, "")
+	dyn := filepath.Join(dir, "dynamic.yml")
+	conf := "tcp:\n  routers:\n    ok:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [nobody]\n" +
+		"    broken:\n      rule: \"HostSNI(`a.test`)\"\n      service: s\n" +
+		"  middlewares:\n    nobody:\n      inFlightConn:\n        amount: 0\n" +
+		"  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: \"" + be + "\"\n"
+	if err := os.WriteFile(dyn, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ep := itest.FreeAddr(t)
+	p := itest.StartTollgate(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn)
+	itest.Eventually(t, 5*time.Second, func() bool { return p.Rawdata(t).Routers["broken@file"].Status == "disabled" }, "router broken@file disabled")
+	if len(itest.Hold(t, 1, "127.0.0.1", ep)) != 0 {
+		t.Fatal("amount 0 forwarded a connection")
+	}
+	_ = p.Signal(syscall.SIGHUP)
+	want := map[string]string{ // message prefix -> field that must name the component
+		"entry point listening":   "entrypoint",
+		"router disabled":         "router",
+		"middleware warning":      "middleware",
+		"Connection rejected":     "middleware",
+		"SIGHUP: reloading files": "provider",
+	}
+	seen := map[string]bool{}
+	itest.Eventually(t, 5*time.Second, func() bool {
+		for _, line := range strings.Split(p.Out.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) != nil {
+				continue
+			}
+			msg, _ := m["message"].(string)
+			for prefix, field := range want {
+				if strings.HasPrefix(msg, prefix) {
+					if s, _ := m[field].(string); s == "" {
+						t.Fatalf("log line %q has no %s field", line, field)
+					}
+					seen[prefix] = true
+				}
+			}
+		}
+		return len(seen) == len(want)
+	}, "log lines %v (saw %v)", want, seen)
+}
+
+func TestConsoleLogFormat(t *testing.T) {
+	ep := itest.FreeAddr(t)
+	p := itest.StartTollgate(t, "--entryPoints.tcp.address="+ep, "--log.format=console")
+	itest.Eventually(t, 5*time.Second, func() bool {
+		return strings.Contains(p.Out.String(), "entry point listening") && strings.Contains(p.Out.String(), "entrypoint=tcp")
+	}, "a console line naming the entry point: %s", p.Out.String())
+	if strings.Contains(p.Out.String(), `{"level"`) {
+		t.Fatalf("console format wrote JSON: %s", p.Out.String())
+	}
+}
+
+func TestAccessLogBadPath(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "missing", "access.log")
+	cmd := exec.Command(itest.Binary(t), "--entryPoints.tcp.address="+itest.FreeAddr(t), "--api.address="+itest.FreeAddr(t), "--accessLog.filePath="+bad)
+	out, err := cmd.CombinedOutput()
+	if itest.ExitCode(err) != 1 || !strings.Contains(string(out), `accessLog.filePath="`+bad+`"`) {
+		t.Fatalf("exit %d, %s: want 1 naming accessLog.filePath", itest.ExitCode(err), out)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
@@ -91,17 +92,6 @@ func dial(t *testing.T, src, addr string) net.Conn {
 	return c
 }
 
-func poll(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestAPI(t *testing.T) {
 	h, _, addr := setup(t)
 	if code, body := get(t, h.URL+"/ping"); code != 200 || body != "OK" {
@@ -156,7 +146,7 @@ func TestAPI(t *testing.T) {
 	}
 	a1.Close()
 	a2.Close()
-	poll(t, func() bool {
+	itest.Eventually(t, 5*time.Second, func() bool {
 		_, b := get(t, h.URL+"/api/tcp/middlewares/lim@file/clients")
 		return !strings.Contains(b, "127.0.0.1")
 	}, "clients list to empty after close")

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
@@ -92,7 +92,7 @@ func (r *rig) send(t *testing.T, prov string, tcp *config.TCPConfiguration) {
 	t.Helper()
 	n, _, _ := r.srv.Reloads()
 	r.msgs <- provider.Message{ProviderName: prov, Configuration: &config.Dynamic{TCP: tcp}}
-	poll(t, func() bool { m, _, _ := r.srv.Reloads(); return m > n }, "configuration from "+prov+" applied")
+	itest.Eventually(t, 5*time.Second, func() bool { m, _, _ := r.srv.Reloads(); return m > n }, "configuration from %s applied", prov)
 }
 
 func (r *rig) metrics(t *testing.T) string {
@@ -190,7 +190,7 @@ func TestMetricsScriptedSequence(t *testing.T) {
 	for _, c := range held {
 		c.Close()
 	}
-	poll(t, func() bool {
+	itest.Eventually(t, 5*time.Second, func() bool {
 		return metricValue(r.metrics(t), `tollgate_router_connection_duration_seconds_count{router="r@file"}`) == "3"
 	}, "3 closed connections in the duration histogram")
 	wantMetrics(t, r.metrics(t), map[string]string{
@@ -205,7 +205,7 @@ func TestMetricsScriptedSequence(t *testing.T) {
 	// A provider error: state error, last reload failed, the old
 	// configuration still serves.
 	r.msgs <- provider.Message{ProviderName: "file", Err: errors.New("file \"x.yml\": broken")}
-	poll(t, func() bool {
+	itest.Eventually(t, 5*time.Second, func() bool {
 		return metricValue(r.metrics(t), `tollgate_provider_last_reload_success{provider="file"}`) == "0"
 	}, "provider error in metrics")
 	body = r.metrics(t)
@@ -433,7 +433,7 @@ func TestClientsWhileHeldAndAfterClose(t *testing.T) {
 	for _, c := range held {
 		c.Close()
 	}
-	poll(t, func() bool {
+	itest.Eventually(t, 5*time.Second, func() bool {
 		v := clients(t, r, "lim@file")
 		return len(v.Top) == 0 && v.InFlight == 0 && v.DistinctIPs == 0
 	},
@@ -443,7 +443,7 @@ func TestClientsWhileHeldAndAfterClose(t *testing.T) {
 // dryRun with amount 2: five connections from one IP all pass, three
 // would-be rejections are counted in the API and the metrics, and logged.
 func TestDryRunCountsWouldBeRejections(t *testing.T) {
-	var logs lockedBuffer
+	var logs itest.Buffer
 	r := newRig(t, rigOptions{log: zerolog.New(&logs), obs: proxy.ConnObservers{Metrics: true}})
 	r.send(t, "file", limitConfig(r.be, &config.TCPInFlightConn{Amount: 2, DryRun: true}))
 	for i := 0; i < 5; i++ {
@@ -526,24 +526,6 @@ func TestIPv6SubnetThroughProxyProtocol(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 var reRejectedIP = regexp.MustCompile(`"client_ip":"([^"]+)"`)
 
 // Issue 6 acceptance: 20,000 rejected connections from 2 IPs produce at most
@@ -553,7 +535,7 @@ func TestRejectionFloodLogsBoundedCountsAll(t *testing.T) {
 	if testing.Short() {
 		total = 4000
 	}
-	var logs lockedBuffer
+	var logs itest.Buffer
 	r := newRig(t, rigOptions{log: zerolog.New(&logs)})
 	r.send(t, "file", limitConfig(r.be, &config.TCPInFlightConn{Amount: 0})) // rejects everything
 	ips := []string{"127.0.0.2", "127.0.0.3"}
@@ -587,7 +569,7 @@ func TestRejectionFloodLogsBoundedCountsAll(t *testing.T) {
 	if f := failed.Load(); f != 0 {
 		t.Fatalf("%d dials failed outright", f)
 	}
-	poll(t, func() bool {
+	itest.Eventually(t, 5*time.Second, func() bool {
 		return metricValue(r.metrics(t), `tollgate_middleware_connections_total{middleware="lim@file",reason="inflightconn_limit",result="rejected"}`) == strconv.Itoa(sent)
 	}, fmt.Sprintf("%d rejections counted", sent))
 	elapsed := time.Since(start)

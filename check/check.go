@@ -1,16 +1,19 @@
 // Package check is `tollgate check`: it lints dynamic configuration without
 // running the proxy. It reads dynamic YAML/TOML files (the file provider's
 // input), files of `key=value` labels and docker-compose files (the Docker
-// provider's input, labels in list or map form, per service), decodes them
-// with the same code the providers use, merges them the way the watcher does,
-// and compiles the result with proxy.Compile, so that every problem the
-// running proxy would find is found here, with where it comes from: the file,
-// the line when the format has lines, the compose service, and the label or
-// key.
+// provider's input, labels in list or map form, per service) and Consul
+// service definitions (the Consul Catalog provider's input), turns the label
+// and tag inputs into the providers' own plain inputs (docker.Container,
+// consulcatalog.Instance) and builds them with the providers' own Build
+// functions, merges the results the way the watcher does, and compiles them
+// with proxy.Compile. So every problem the running proxy would find is found
+// here; check adds only where it comes from: the file, the line when the
+// format has lines, the compose or Consul service, and the label or key.
 package check
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -23,6 +26,9 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/provider"
+	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
+	"github.com/tollgate-proxy/tollgate/provider/docker"
+	pfile "github.com/tollgate-proxy/tollgate/provider/file"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
 
@@ -95,15 +101,16 @@ type Options struct {
 // DefaultOptions are the providers' defaults.
 func DefaultOptions() Options { return Options{ExposedByDefault: true, Prefix: "traefik"} }
 
-// origin is where a resource was defined.
+// origin is where a resource or an input was defined.
 type origin struct {
 	file    string
-	service string      // compose service, for labels
-	labels  []labelLine // the labels of that container, for label inputs
+	fileIdx int         // position of file among the inputs, for ordering problems
+	service string      // compose or Consul service, for labels and tags
+	line    int         // where the container or service is declared
+	labels  []labelLine // the labels or tags of that input, for label inputs
 	doc     *yaml.Node  // YAML document, for file inputs
 	toml    tomlIndex   // where TOML keys are, for TOML file inputs
-	path    []string    // key path of the resource in doc, as written
-	isFile  bool        // a dynamic file (else labels)
+	isFile  bool        // a dynamic file (else labels or tags)
 }
 
 // labelLine is one label with the line it was read from (0 when unknown).
@@ -123,23 +130,46 @@ func (l *labelLine) written() string {
 	return l.key
 }
 
-// checker accumulates inputs per provider.
+// find returns the label written as key (any case), or nil.
+func (o *origin) find(key string) *labelLine {
+	for i := range o.labels {
+		if strings.EqualFold(o.labels[i].written(), key) {
+			return &o.labels[i]
+		}
+	}
+	return nil
+}
+
+// located is a problem with the input position it sorts by.
+type located struct {
+	Problem
+	fileIdx, line int
+}
+
+// checker accumulates the inputs: dynamic files merged as the file provider
+// merges them, containers and Consul instances for the providers' builds.
 type checker struct {
 	opts     Options
-	problems []Problem
-	// per provider: configuration with bare names, and where each came from
-	configs map[string]*config.Dynamic
-	origins map[string]origin // qualified name with kind: "routers/r@file"
-	dropped map[string]bool   // names dropped for conflicting definitions, same keys
+	problems []located
+	files    int // inputs read so far
+	// dynamic files: configuration with bare names, and where each resource
+	// came from ("routers/r@file")
+	fileTCP     *config.TCPConfiguration
+	fileOrigins map[string]origin
+	// label and tag inputs, and where each was read (by source ID)
+	containers []docker.Container
+	instances  []consulcatalog.Instance
+	inputs     map[string]origin
+	// after the builds: per provider, which inputs defined each resource
+	definedBy map[string]map[provider.Resource][]string
 }
 
 // Files checks the given files (a directory stands for its dynamic files)
-// together, as one tollgate would see them
-// with a file provider reading the dynamic files and a Docker provider
-// reading the compose and label files, and a Consul Catalog provider reading
-// the Consul service definitions (.json).
+// together, as one tollgate would see them with a file provider reading the
+// dynamic files, a Docker provider reading the compose and label files, and
+// a Consul Catalog provider reading the Consul service definitions (.json).
 func Files(paths []string, opts Options) *Report {
-	c := &checker{opts: opts, configs: map[string]*config.Dynamic{}, origins: map[string]origin{}, dropped: map[string]bool{}}
+	c := &checker{opts: opts, fileOrigins: map[string]origin{}, inputs: map[string]origin{}, definedBy: map[string]map[provider.Resource][]string{}}
 	for _, p := range paths {
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 			c.dir(p)
@@ -150,7 +180,10 @@ func Files(paths []string, opts Options) *Report {
 	return c.compile()
 }
 
-func (c *checker) add(p Problem) { c.problems = append(c.problems, p) }
+// add records a problem found while reading file number c.files.
+func (c *checker) add(p Problem) {
+	c.problems = append(c.problems, located{Problem: p, fileIdx: c.files, line: p.Line})
+}
 
 // dir checks the .yml, .yaml and .toml files of a directory in name order,
 // as the file provider's directory mode reads them (not recursively).
@@ -172,6 +205,7 @@ func (c *checker) dir(path string) {
 
 // file dispatches on the kind of input.
 func (c *checker) file(path string) {
+	c.files++
 	content, err := os.ReadFile(path)
 	if err != nil {
 		c.add(Problem{File: path, Severity: SeverityError, Message: err.Error(), DisablesRouter: true})
@@ -211,134 +245,113 @@ func isCompose(doc *yaml.Node) bool {
 	return root != nil && mapGet(root, "services") != nil && mapGet(root, "tcp") == nil
 }
 
-// merge adds one source's configuration (bare names) to provider prov. For
-// the file provider a name defined differently twice keeps the first (as the
-// file provider's directory mode does); for docker and consulcatalog,
-// services merge their servers and other differences drop the name for good
-// (as those providers do).
-func (c *checker) merge(prov string, tcp *config.TCPConfiguration, o origin) {
-	d := c.configs[prov]
-	if d == nil {
-		d = &config.Dynamic{TCP: &config.TCPConfiguration{
-			Routers: map[string]*config.TCPRouter{}, Services: map[string]*config.TCPService{}, Middlewares: map[string]*config.TCPMiddleware{},
-		}}
-		c.configs[prov] = d
+// mergeFile adds one dynamic file's configuration (bare names) to the file
+// provider's: a name defined differently twice keeps the first definition,
+// with a problem naming both files, as the file provider's directory mode
+// does.
+func (c *checker) mergeFile(tcp *config.TCPConfiguration, o origin) {
+	if c.fileTCP == nil {
+		c.fileTCP = &config.TCPConfiguration{}
 	}
-	dst := d.TCP
-	conflict := func(kind, name string, drop bool) {
-		prev := c.origins[kind+"/"+provider.Qualify(name, prov)]
-		where := func(o origin) string {
-			if o.service != "" {
-				return fmt.Sprintf("service %q of %s", o.service, o.file)
+	mergeFirst(c, "routers", &c.fileTCP.Routers, tcp.Routers, o)
+	mergeFirst(c, "services", &c.fileTCP.Services, tcp.Services, o)
+	mergeFirst(c, "middlewares", &c.fileTCP.Middlewares, tcp.Middlewares, o)
+}
+
+func mergeFirst[V any](c *checker, kind string, dst *map[string]V, src map[string]V, o origin) {
+	for _, name := range slices.Sorted(maps.Keys(src)) {
+		q := kind + "/" + provider.Qualify(name, pfile.Name)
+		prev, have := (*dst)[name]
+		if !have {
+			if *dst == nil {
+				*dst = map[string]V{}
 			}
-			return o.file
+			(*dst)[name] = src[name]
+			c.fileOrigins[q] = o
+			continue
 		}
-		what := "keeping the first"
-		if drop {
-			what = "dropped (give them the same labels or different names)"
+		if reflect.DeepEqual(prev, src[name]) {
+			continue
 		}
-		p := Problem{File: o.file, Service: o.service, Resource: provider.Qualify(name, prov), Severity: SeverityError,
-			Message:        fmt.Sprintf("%s %q is defined differently in %s and %s: %s", strings.TrimSuffix(kind, "s"), name, where(prev), where(o), what),
-			DisablesRouter: kind == "routers" && drop}
+		p := Problem{File: o.file, Resource: provider.Qualify(name, pfile.Name), Severity: SeverityError,
+			Message: fmt.Sprintf("%s %q is defined differently in %s and %s: keeping the first", strings.TrimSuffix(kind, "s"), name, c.fileOrigins[q].file, o.file)}
 		c.locate(&p, o, kind, name, "")
 		c.add(p)
 	}
-	record := func(kind, name string) {
-		q := kind + "/" + provider.Qualify(name, prov)
-		if _, ok := c.origins[q]; !ok {
-			c.origins[q] = o
-		}
-	}
-	docker := prov != "file"
-	dropped := func(kind, name string) bool { return c.dropped[kind+"/"+provider.Qualify(name, prov)] }
-	drop := func(kind, name string) { c.dropped[kind+"/"+provider.Qualify(name, prov)] = true }
-	for _, name := range sortedKeys(tcp.Routers) {
-		r := tcp.Routers[name]
-		prev, have := dst.Routers[name]
-		switch {
-		case dropped("routers", name):
-		case !have:
-			dst.Routers[name] = r
-			record("routers", name)
-		case !reflect.DeepEqual(prev, r):
-			conflict("routers", name, docker)
-			if docker {
-				delete(dst.Routers, name)
-				drop("routers", name)
-			}
-		}
-	}
-	for _, name := range sortedKeys(tcp.Services) {
-		s := tcp.Services[name]
-		prev, have := dst.Services[name]
-		switch {
-		case dropped("services", name):
-		case !have:
-			dst.Services[name] = s
-			record("services", name)
-		case docker && prev != nil && s != nil && mergeable(prev.LoadBalancer, s.LoadBalancer):
-			for _, srv := range s.LoadBalancer.Servers {
-				if !slices.Contains(prev.LoadBalancer.Servers, srv) {
-					prev.LoadBalancer.Servers = append(prev.LoadBalancer.Servers, srv)
-				}
-			}
-		case !reflect.DeepEqual(prev, s):
-			conflict("services", name, docker)
-			if docker {
-				delete(dst.Services, name)
-				drop("services", name)
-			}
-		}
-	}
-	for _, name := range sortedKeys(tcp.Middlewares) {
-		m := tcp.Middlewares[name]
-		prev, have := dst.Middlewares[name]
-		switch {
-		case dropped("middlewares", name):
-		case !have:
-			dst.Middlewares[name] = m
-			record("middlewares", name)
-		case !reflect.DeepEqual(prev, m):
-			conflict("middlewares", name, docker)
-			if docker {
-				delete(dst.Middlewares, name)
-				drop("middlewares", name)
-			}
-		}
-	}
 }
 
-func mergeable(a, b *config.TCPServersLoadBalancer) bool {
-	if a == nil || b == nil {
-		return false
+// build runs the providers' own builds over the label and tag inputs and
+// turns their problems into located ones.
+func (c *checker) build() map[string]*config.Dynamic {
+	configs := map[string]*config.Dynamic{}
+	if c.fileTCP != nil {
+		configs[pfile.Name] = &config.Dynamic{TCP: c.fileTCP}
 	}
-	x, y := *a, *b
-	x.Servers, y.Servers = nil, nil
-	return reflect.DeepEqual(x, y)
+	if len(c.containers) > 0 {
+		res := docker.Build(c.containers, docker.Options{ExposedByDefault: c.opts.ExposedByDefault})
+		configs[docker.Name], c.definedBy[docker.Name] = res.Configuration, res.DefinedBy
+		for _, p := range res.Problems {
+			c.buildProblem(docker.Name, "container", p)
+		}
+	}
+	if len(c.instances) > 0 {
+		res := consulcatalog.Build(c.instances, consulcatalog.Options{
+			Prefix: c.prefix(), ExposedByDefault: c.opts.ExposedByDefault, StrictChecks: consulcatalog.DefaultStrictChecks(),
+		})
+		configs[consulcatalog.Name], c.definedBy[consulcatalog.Name] = res.Configuration, res.DefinedBy
+		for _, p := range res.Problems {
+			c.buildProblem(consulcatalog.Name, "service", p)
+		}
+	}
+	return configs
 }
 
-// compile merges the providers' configurations as the watcher does, compiles
-// them and turns every resource error into a located problem.
+// buildProblem places a provider's problem at the input it names: the label
+// or tag it names, else the resource's first label, else the declaration of
+// the container or service. noun is what check calls one input of prov in
+// "the ... is skipped".
+func (c *checker) buildProblem(prov, noun string, bp provider.Problem) {
+	o := c.inputs[bp.SourceID]
+	p := Problem{File: o.file, Line: o.line, Service: o.service, Severity: string(bp.Severity), Message: bp.Message, DisablesRouter: bp.DisablesRouter}
+	if bp.Skipped {
+		p.Message += ": the " + noun + " is skipped"
+	}
+	if bp.Resource.Kind != "" && !bp.Skipped {
+		p.Resource = provider.Qualify(bp.Resource.Name, prov)
+	}
+	switch {
+	case bp.Key != "":
+		p.Key = bp.Key
+		if l := o.find(bp.Key); l != nil {
+			p.Key, p.Line = l.written(), l.line
+		}
+	case p.Resource != "":
+		c.locate(&p, o, bp.Resource.Kind+"s", bp.Resource.Name, "")
+	}
+	c.problems = append(c.problems, located{Problem: p, fileIdx: o.fileIdx, line: p.Line})
+}
+
+// compile builds the label and tag inputs, merges the providers'
+// configurations as the watcher does, compiles them and turns every resource
+// error into a located problem. Problems about inputs come in input order
+// (file, then line), then the compiler's, by resource.
 func (c *checker) compile() *Report {
-	merged := provider.Merge(c.configs)
+	merged := provider.Merge(c.build())
+	sort.SliceStable(c.problems, func(i, j int) bool {
+		a, b := c.problems[i], c.problems[j]
+		if a.fileIdx != b.fileIdx {
+			return a.fileIdx < b.fileIdx
+		}
+		return a.line < b.line
+	})
+	problems := make([]Problem, 0, len(c.problems))
+	for _, p := range c.problems {
+		problems = append(problems, p.Problem)
+	}
+
 	eps := c.opts.EntryPoints
 	if len(eps) == 0 {
-		seen := map[string]bool{}
-		for _, r := range merged.Routers {
-			if r == nil {
-				continue
-			}
-			for _, ep := range r.EntryPoints {
-				if !seen[ep] {
-					seen[ep] = true
-					eps = append(eps, ep)
-				}
-			}
-		}
-		if len(eps) == 0 {
-			eps = []string{"default"}
-		}
-		sort.Strings(eps)
+		eps = namedEntryPoints(merged)
 	}
 	st := proxy.NewState(zerolog.Nop())
 	st.Close() // compile without starting health checkers: check does no I/O
@@ -347,37 +360,77 @@ func (c *checker) compile() *Report {
 	rep := &Report{TCP: merged, Status: Statuses{
 		Routers: map[string]string{}, Services: map[string]string{}, Middlewares: map[string]string{},
 	}}
-	for _, name := range sortedKeys(rt.Routers) {
+	for _, name := range slices.Sorted(maps.Keys(rt.Routers)) {
 		ri := rt.Routers[name]
 		rep.Status.Routers[name] = ri.Status
 		for _, msg := range ri.Err {
-			c.resourceProblem("routers", name, ri.Status, msg, ri.Status == proxy.StatusDisabled)
+			problems = append(problems, c.resourceProblem("routers", name, ri.Status, msg, ri.Status == proxy.StatusDisabled))
 		}
 	}
-	for _, name := range sortedKeys(rt.Services) {
+	for _, name := range slices.Sorted(maps.Keys(rt.Services)) {
 		si := rt.Services[name]
 		rep.Status.Services[name] = si.Status
 		for _, msg := range si.Err {
-			c.resourceProblem("services", name, si.Status, msg, false)
+			problems = append(problems, c.resourceProblem("services", name, si.Status, msg, false))
 		}
 	}
-	for _, name := range sortedKeys(rt.Middlewares) {
+	for _, name := range slices.Sorted(maps.Keys(rt.Middlewares)) {
 		mi := rt.Middlewares[name]
 		rep.Status.Middlewares[name] = mi.Status
 		for _, msg := range mi.Err {
-			c.resourceProblem("middlewares", name, mi.Status, msg, false)
+			problems = append(problems, c.resourceProblem("middlewares", name, mi.Status, msg, false))
 		}
 	}
-	rep.Problems = c.problems
-	if rep.Problems == nil {
-		rep.Problems = []Problem{}
-	}
+	rep.Problems = problems
 	return rep
 }
 
-// resourceProblem records a compile error of a resource at its origin.
-func (c *checker) resourceProblem(kind, qname, status, msg string, disables bool) {
-	o := c.origins[kind+"/"+qname]
+// namedEntryPoints are the entry points tcp's routers name, sorted, or one
+// called "default" when none names any: the entry points check assumes exist
+// when Options.EntryPoints is empty.
+func namedEntryPoints(tcp *config.TCPConfiguration) []string {
+	var eps []string
+	seen := map[string]bool{}
+	for _, r := range tcp.Routers {
+		if r == nil {
+			continue
+		}
+		for _, ep := range r.EntryPoints {
+			if !seen[ep] {
+				seen[ep] = true
+				eps = append(eps, ep)
+			}
+		}
+	}
+	if len(eps) == 0 {
+		return []string{"default"}
+	}
+	sort.Strings(eps)
+	return eps
+}
+
+// originOf returns where the resource kind/qname was defined: for a dynamic
+// file, the file that defined it first; for labels and tags, the first input
+// (in input order) that the provider's build says defined it.
+func (c *checker) originOf(kind, qname string) origin {
+	bare, prov, _ := strings.Cut(qname, "@")
+	if prov == pfile.Name {
+		return c.fileOrigins[kind+"/"+qname]
+	}
+	var best origin
+	found := false
+	for _, id := range c.definedBy[prov][provider.Resource{Kind: strings.TrimSuffix(kind, "s"), Name: bare}] {
+		o := c.inputs[id]
+		if !found || o.fileIdx < best.fileIdx || (o.fileIdx == best.fileIdx && o.line < best.line) {
+			best, found = o, true
+		}
+	}
+	return best
+}
+
+// resourceProblem locates a compile error of a resource at its origin.
+func (c *checker) resourceProblem(kind, qname, status, msg string, disables bool) Problem {
+	o := c.originOf(kind, qname)
 	sev := SeverityWarning
 	if status == proxy.StatusDisabled {
 		sev = SeverityError
@@ -385,10 +438,16 @@ func (c *checker) resourceProblem(kind, qname, status, msg string, disables bool
 	p := Problem{File: o.file, Service: o.service, Resource: qname, Severity: sev, Message: msg, DisablesRouter: disables}
 	bare, _, _ := strings.Cut(qname, "@")
 	c.locate(&p, o, kind, bare, fieldFor(kind, msg))
-	c.add(p)
+	if p.Key == "" && p.Line == 0 {
+		p.Line = o.line // an automatic service: no label of its own
+	}
+	return p
 }
 
 // hints map words of compile messages to the field they are about, per kind.
+// proxy.Compile reports a resource's errors as text; the problems of the
+// providers' builds carry their key, these are the only ones check has to
+// place by their words.
 var hints = map[string][][2]string{
 	"routers": {
 		{"rule", "rule"}, {"hostsni", "rule"}, {"service", "service"}, {"middleware", "middlewares"},
@@ -417,7 +476,7 @@ func fieldFor(kind, msg string) string {
 }
 
 // locate fills p's Key and Line for field (dotted, may be empty) of the
-// resource kind/name at origin o.
+// resource kind/name ("routers", "r") at origin o.
 func (c *checker) locate(p *Problem, o origin, kind, name, field string) {
 	if o.file == "" {
 		return
@@ -462,15 +521,6 @@ func (c *checker) locate(p *Problem, o origin, kind, name, field string) {
 			p.Key, p.Line = k.written, k.line
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // String formats p as one line: "file:line: service "s": key: [severity] message".

@@ -1,18 +1,18 @@
 package check
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/labels"
+	"github.com/tollgate-proxy/tollgate/provider"
+	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
+	"github.com/tollgate-proxy/tollgate/provider/docker"
 	pfile "github.com/tollgate-proxy/tollgate/provider/file"
 )
 
@@ -41,16 +41,16 @@ func (c *checker) dynamic(path, ext, content string, doc *yaml.Node) {
 	if d.TCP == nil {
 		return
 	}
-	o := origin{file: path, isFile: true, doc: doc}
+	o := origin{file: path, fileIdx: c.files, isFile: true, doc: doc}
 	if doc == nil {
 		o.toml = indexTOML(content)
 	}
-	c.merge("file", d.TCP, o)
+	c.mergeFile(d.TCP, o)
 }
 
-// labelFile checks a file of `key=value` labels (one per line, blank lines
-// and lines starting with # ignored) as the labels of one container named
-// after the file.
+// labelFile reads a file of `key=value` labels (one per line, blank lines
+// and lines starting with # ignored) as the labels of one running container
+// named after the file, reachable under that name.
 func (c *checker) labelFile(path, content string) {
 	var ls []labelLine
 	for i, line := range strings.Split(content, "\n") {
@@ -67,17 +67,18 @@ func (c *checker) labelFile(path, content string) {
 		ls = append(ls, labelLine{key: strings.TrimSpace(k), value: v, line: i + 1})
 	}
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-	line := 0
+	o := origin{file: path, fileIdx: c.files}
 	if len(ls) > 0 {
-		line = ls[0].line
+		o.line = ls[0].line
 	}
-	c.container(source{file: path, autoName: normalize(name), host: normalize(name), prov: "docker", line: line}, ls)
+	c.container(o, name, provider.Normalize(name), ls, nil, nil)
 }
 
-// compose checks every service of a docker-compose file as a container of
-// the Docker provider: its `labels` (list or map form) decode as that
-// container's labels; a service without a service label gets the Docker
-// provider's automatic name "<service>-<project>".
+// compose reads every service of a docker-compose file as one running
+// container of the Docker provider, as compose creates it: its `labels`
+// (list or map form) plus compose's project and service labels, the ports
+// it lists under expose and ports, and the service name as its address on
+// the project network.
 func (c *checker) compose(path string, doc *yaml.Node) {
 	root := docRoot(doc)
 	project := composeProject(path, root)
@@ -102,57 +103,76 @@ func (c *checker) compose(path string, doc *yaml.Node) {
 				}
 			}
 		}
-		c.container(source{file: path, service: name, autoName: normalize(name + "-" + project), host: name, prov: "docker", line: services.Content[i].Line}, withPort(ls, svc))
+		o := origin{file: path, fileIdx: c.files, service: name, line: services.Content[i].Line}
+		extra := map[string]string{docker.LabelComposeProject: project, docker.LabelComposeService: name}
+		c.container(o, name, name, ls, extra, composePorts(svc))
 	}
 }
 
-// withPort is ls plus what the automatic server needs: the lowest container
-// port the compose file exposes, kept as a pseudo-label the container step
-// reads (it never reaches the decoder).
-func withPort(ls []labelLine, svc *yaml.Node) []labelLine {
-	low := 0
+// container adds one running, healthy container named name, whose address
+// is host, with the labels ls (plus extra, not shown in problems) and the
+// exposed ports. The image's own exposed ports are not known here.
+func (c *checker) container(o origin, name, host string, ls []labelLine, extra map[string]string, ports []docker.Port) {
+	lbls := make(map[string]string, len(ls)+len(extra))
+	for _, l := range ls {
+		lbls[l.key] = l.value
+	}
+	for k, v := range extra {
+		lbls[k] = v
+	}
+	o.labels = ls
+	id := fmt.Sprintf("%s#%d", o.file, len(c.containers))
+	c.inputs[id] = o
+	c.containers = append(c.containers, docker.Container{
+		ID: id, Name: name, Labels: lbls, State: "running",
+		Networks: map[string]string{"default": host}, Ports: ports, ImagePortsUnknown: true,
+	})
+}
+
+// composePorts reads the container ports a compose service lists under
+// expose and ports.
+func composePorts(svc *yaml.Node) []docker.Port {
+	var out []docker.Port
 	for _, key := range []string{"expose", "ports"} {
 		n := mapGet(svc, key)
 		if n == nil || n.Kind != yaml.SequenceNode {
 			continue
 		}
 		for _, e := range n.Content {
-			if p := containerPort(e); p > 0 && (low == 0 || p < low) {
-				low = p
+			if p, proto := containerPort(e); p > 0 {
+				out = append(out, docker.Port{Port: p, Proto: proto})
 			}
 		}
 	}
-	if low > 0 {
-		ls = append(ls, labelLine{key: exposedPortKey, value: strconv.Itoa(low)})
-	}
-	return ls
+	return out
 }
 
-const exposedPortKey = "\x00exposed-port"
-
 // containerPort reads the container side of an expose or ports entry:
-// "7000", "8080:7000", "127.0.0.1:8080:7000/tcp", or {target: 7000}.
-func containerPort(n *yaml.Node) int {
+// "7000", "8080:7000", "127.0.0.1:8080:7000/tcp", or {target: 7000,
+// protocol: udp}; a range stands for its first port.
+func containerPort(n *yaml.Node) (int, string) {
 	if n.Kind == yaml.MappingNode {
-		if t := mapGet(n, "target"); t != nil {
-			p, _ := strconv.Atoi(t.Value)
-			return p
+		t := mapGet(n, "target")
+		if t == nil {
+			return 0, ""
 		}
-		return 0
+		p, _ := strconv.Atoi(t.Value)
+		proto := "tcp"
+		if pr := scalar(mapGet(n, "protocol")); pr != "" {
+			proto = strings.ToLower(pr)
+		}
+		return p, proto
 	}
-	v := n.Value
+	v, proto := n.Value, "tcp"
 	if i := strings.IndexByte(v, '/'); i >= 0 {
-		if !strings.EqualFold(v[i+1:], "tcp") {
-			return 0
-		}
-		v = v[:i]
+		v, proto = v[:i], strings.ToLower(v[i+1:])
 	}
 	if i := strings.LastIndexByte(v, ':'); i >= 0 {
 		v = v[i+1:]
 	}
-	v, _, _ = strings.Cut(v, "-") // a range: its first port
+	v, _, _ = strings.Cut(v, "-")
 	p, _ := strconv.Atoi(v)
-	return p
+	return p, proto
 }
 
 // composeProject is the compose project name: `name:`, else the folder of
@@ -196,132 +216,6 @@ func composeLabels(n *yaml.Node) ([]labelLine, error) {
 	return out, nil
 }
 
-// source is one container (Docker) or service instance (Consul) whose
-// labels or tags check decodes.
-type source struct {
-	file     string
-	service  string // compose or Consul service name, for Problem.Service
-	autoName string // the provider's automatic TCP service name
-	host     string // the server's host in the shown address
-	port     string // Consul: the registered port ("" when none)
-	prov     string // "docker" or "consulcatalog"
-	line     int    // where the container or service is declared, for problems about it as a whole
-}
-
-// container checks one container's labels (or one Consul service's tags,
-// turned into labels) as the providers do: traefik.enable and the
-// traefik.docker.* knobs, then the traefik.tcp.* labels; a source whose
-// labels fail to decode is skipped whole. Servers point at
-// "<host>:<port>", since the real address is only known at run time.
-func (c *checker) container(src source, ls []labelLine) {
-	path, service := src.file, src.service
-	m := map[string]string{}
-	port := src.port
-	var decoded []labelLine
-	for _, l := range ls {
-		if l.key == exposedPortKey {
-			port = l.value
-			continue
-		}
-		m[l.key] = l.value
-		decoded = append(decoded, l)
-	}
-	find := func(key string) *labelLine {
-		for i := range decoded {
-			if decoded[i].key == key {
-				return &decoded[i]
-			}
-		}
-		return nil
-	}
-	hasRouter := false
-	for k := range m {
-		if strings.HasPrefix(strings.ToLower(k), "traefik.tcp.routers.") {
-			hasRouter = true
-		}
-	}
-	what := "container"
-	if src.prov == "consulcatalog" {
-		what = "service"
-	}
-	fail := func(err error) {
-		p := Problem{File: path, Line: src.line, Service: service, Severity: SeverityError, DisablesRouter: hasRouter,
-			Message: err.Error() + ": the " + what + " is skipped"}
-		var le *labels.Error
-		if errors.As(err, &le) {
-			p.Key = le.Key
-			if l := find(le.Key); l != nil {
-				p.Key, p.Line = l.written(), l.line
-			}
-			p.Message = le.Err.Error() + ": the " + what + " is skipped"
-		}
-		c.add(p)
-	}
-	knobs, err := labels.DecodeKnobs(m)
-	if err != nil {
-		fail(err)
-		return
-	}
-	enabled := c.opts.ExposedByDefault
-	if knobs.Enable != nil {
-		enabled = *knobs.Enable
-	}
-	if !enabled {
-		return
-	}
-	conf, err := labels.Decode(m)
-	if err != nil {
-		fail(err)
-		return
-	}
-	tcp := conf.TCP
-	if tcp == nil || (len(tcp.Routers) == 0 && len(tcp.Services) == 0 && len(tcp.Middlewares) == 0) {
-		return
-	}
-	if len(tcp.Routers) > 0 || len(tcp.Services) > 0 {
-		if len(tcp.Services) == 0 {
-			tcp.Services = map[string]*config.TCPService{src.autoName: {LoadBalancer: &config.TCPServersLoadBalancer{}}}
-		}
-		for _, name := range sortedKeys(tcp.Services) {
-			lb := tcp.Services[name].LoadBalancer
-			if lb == nil {
-				c.add(Problem{File: path, Line: src.line, Service: service, Severity: SeverityError, DisablesRouter: hasRouter,
-					Message: fmt.Sprintf("service %q has no loadBalancer (weighted services cannot be declared in labels or tags): the %s is skipped", name, what)})
-				return
-			}
-			p := port
-			if len(lb.Servers) > 0 && lb.Servers[0].Port != "" {
-				p = lb.Servers[0].Port
-			}
-			if p == "" && src.prov == "consulcatalog" {
-				c.add(Problem{File: path, Line: src.line, Service: service, Severity: SeverityError, DisablesRouter: hasRouter,
-					Message: fmt.Sprintf("tcp service %q: port is missing: register the service with a port or tag it %s.tcp.services.%s.loadbalancer.server.port=<port>: the service is skipped", name, c.prefix(), name)})
-				return
-			}
-			if p == "" {
-				p = "<lowest port the image exposes>"
-			}
-			lb.Servers = []config.TCPServer{{Address: src.host + ":" + p}}
-		}
-		for _, name := range sortedKeys(tcp.Routers) {
-			r := tcp.Routers[name]
-			if r.Service == "" && len(tcp.Services) == 1 {
-				for s := range tcp.Services {
-					r.Service = s
-				}
-			} else if r.Service == "" {
-				p := Problem{File: path, Service: service, Resource: name + "@" + src.prov, Severity: SeverityError, DisablesRouter: true,
-					Message: fmt.Sprintf("router %q has no service and the %s defines %d services (%s): dropped (set traefik.tcp.routers.%s.service)",
-						name, what, len(tcp.Services), strings.Join(sortedKeys(tcp.Services), ", "), name)}
-				c.locate(&p, origin{file: path, service: service, labels: decoded}, "routers", name, "")
-				c.add(p)
-				delete(tcp.Routers, name)
-			}
-		}
-	}
-	c.merge(src.prov, tcp, origin{file: path, service: service, labels: decoded})
-}
-
 func (c *checker) prefix() string {
 	if c.opts.Prefix == "" {
 		return labels.Root
@@ -329,11 +223,18 @@ func (c *checker) prefix() string {
 	return c.opts.Prefix
 }
 
-// consul checks Consul service definitions, as the agent loads them from its
+// consulNode is the node check registers Consul service definitions on, and
+// consulNodeAddress its address (a service without an address of its own is
+// reached on the node's).
+const (
+	consulNode        = "local"
+	consulNodeAddress = "<node address>"
+)
+
+// consul reads Consul service definitions, as the agent loads them from its
 // config directory ({"service": {...}} or {"services": [...]}), or a bare
-// JSON list of tags (one service named after the file): the tags are read
-// as the Consul Catalog provider reads them (<prefix>.* tags with "=" only),
-// one healthy instance per service at its address and port.
+// JSON list of tags (one service named after the file), as healthy instances
+// registered on the local agent.
 func (c *checker) consul(path string, doc *yaml.Node) {
 	root := docRoot(doc)
 	var services []*yaml.Node
@@ -341,7 +242,7 @@ func (c *checker) consul(path string, doc *yaml.Node) {
 	case root == nil:
 		return
 	case root.Kind == yaml.SequenceNode:
-		services = []*yaml.Node{{Kind: yaml.MappingNode, Content: []*yaml.Node{
+		services = []*yaml.Node{{Kind: yaml.MappingNode, Line: root.Line, Content: []*yaml.Node{
 			{Kind: yaml.ScalarNode, Value: "name"}, {Kind: yaml.ScalarNode, Value: strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))},
 			{Kind: yaml.ScalarNode, Value: "tags"}, root,
 		}}}
@@ -361,25 +262,37 @@ func (c *checker) consul(path string, doc *yaml.Node) {
 			c.add(Problem{File: path, Line: svc.Line, Severity: SeverityError, Message: "service without a name"})
 			continue
 		}
+		port := 0
+		if n := mapGet(svc, "port"); n != nil {
+			var err error
+			if port, err = strconv.Atoi(n.Value); err != nil || port < 0 || port > 65535 {
+				c.add(Problem{File: path, Line: n.Line, Service: name, Key: "port", Severity: SeverityError, DisablesRouter: true,
+					Message: fmt.Sprintf("port %q is not a port number: the service is skipped", n.Value)})
+				continue
+			}
+		}
 		var ls []labelLine
-		if tags := mapGet(svc, "tags"); tags != nil {
-			for _, t := range tags.Content {
-				lbl := labels.TagsToLabels([]string{t.Value}, prefix)
-				for k, v := range lbl {
-					shown, _, _ := strings.Cut(t.Value, "=")
-					ls = append(ls, labelLine{key: k, value: v, line: t.Line, shown: shown})
+		var tags []string
+		if t := mapGet(svc, "tags"); t != nil {
+			for _, tag := range t.Content {
+				tags = append(tags, tag.Value)
+				for k, v := range labels.TagsToLabels([]string{tag.Value}, prefix) {
+					shown, _, _ := strings.Cut(tag.Value, "=")
+					ls = append(ls, labelLine{key: k, value: v, line: tag.Line, shown: shown})
 				}
 			}
 		}
-		host := scalar(mapGet(svc, "address"))
-		if host == "" {
-			host = "<node address>"
+		id := scalar(mapGet(svc, "id"))
+		if id == "" {
+			id = name
 		}
-		port := scalar(mapGet(svc, "port"))
-		if port == "0" {
-			port = ""
+		inst := consulcatalog.Instance{Name: name, ID: id, Node: consulNode, NodeAddress: consulNodeAddress,
+			Address: scalar(mapGet(svc, "address")), Port: port, Tags: tags, Status: "passing"}
+		for n := 2; c.inputs[inst.SourceID()].file != ""; n++ {
+			inst.ID = fmt.Sprintf("%s#%d", id, n) // the same ID twice: keep both apart
 		}
-		c.container(source{file: path, service: name, autoName: normalize(name), host: host, port: port, prov: "consulcatalog", line: svc.Line}, ls)
+		c.inputs[inst.SourceID()] = origin{file: path, fileIdx: c.files, service: name, line: svc.Line, labels: ls}
+		c.instances = append(c.instances, inst)
 	}
 }
 
@@ -388,14 +301,6 @@ func scalar(n *yaml.Node) string {
 		return ""
 	}
 	return n.Value
-}
-
-// normalize is the Docker provider's name normalisation: runs of characters
-// other than letters and digits become one "-", trimmed at both ends.
-func normalize(name string) string {
-	return strings.Join(strings.FieldsFunc(name, func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsNumber(r)
-	}), "-")
 }
 
 // YAML helpers.

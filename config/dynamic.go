@@ -11,6 +11,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"reflect"
 )
 
 // Dynamic is one complete dynamic configuration: what a provider emits and what
@@ -64,6 +65,20 @@ type TCPServersLoadBalancer struct {
 	// without limit.
 	TerminationDelay *int            `json:"terminationDelay,omitempty" toml:"terminationDelay,omitempty" yaml:"terminationDelay,omitempty" export:"true"`
 	HealthCheck      *TCPHealthCheck `json:"healthCheck,omitempty" toml:"healthCheck,omitempty" yaml:"healthCheck,omitempty" export:"true"`
+}
+
+// Mergeable reports whether lb and other describe the same load balancer apart
+// from their servers, so that two definitions of one service name (two
+// containers, two catalog instances) can pool their servers (Traefik's
+// TCPServersLoadBalancer.Mergeable). Two nil load balancers are mergeable; a
+// nil and a non-nil one are not. Neither is modified.
+func (lb *TCPServersLoadBalancer) Mergeable(other *TCPServersLoadBalancer) bool {
+	if lb == nil || other == nil {
+		return lb == other
+	}
+	a, b := *lb, *other
+	a.Servers, b.Servers = nil, nil
+	return reflect.DeepEqual(a, b)
 }
 
 // DefaultTerminationDelayMillis is the termination delay when none is configured.

@@ -1,7 +1,6 @@
 package labels
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/labels")
@@ -30,32 +30,6 @@ type goldenResult struct {
 	ErrorKey    string              `json:"errorKey,omitempty"`
 	Knobs       *Knobs              `json:"knobs,omitempty"`
 	KnobsError  string              `json:"knobsError,omitempty"`
-}
-
-func readLabels(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	m := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			t.Fatalf("%s: line %q has no '='", path, line)
-		}
-		m[k] = v
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 func decodeForGolden(m map[string]string) goldenResult {
@@ -104,7 +78,7 @@ func TestGolden(t *testing.T) {
 	for _, in := range inputs {
 		name := strings.TrimSuffix(filepath.Base(in), ".labels")
 		t.Run(name, func(t *testing.T) {
-			got, err := json.MarshalIndent(decodeForGolden(readLabels(t, in)), "", "  ")
+			got, err := json.MarshalIndent(decodeForGolden(itest.ReadLabels(t, in)), "", "  ")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +109,7 @@ func TestGoldenErrorsNameTheLabel(t *testing.T) {
 		t.Fatal("no bad-*.labels inputs")
 	}
 	for _, in := range inputs {
-		m := readLabels(t, in)
+		m := itest.ReadLabels(t, in)
 		_, err := Decode(m)
 		if err == nil {
 			_, err = DecodeKnobs(m)

@@ -15,8 +15,10 @@
 //   - `...loadbalancer.server.address` is ignored (the address comes from the
 //     container or the catalog); only `...loadbalancer.server.port` is read, and
 //     it must be a port number from 1 to 65535.
-//   - `...inflightconn.amount` must not be negative (DESIGN.md §5.4); a
-//     negative `ipv6subnet` or one above 128 is an error too.
+//   - Values are decoded, not judged: whether an `inflightconn.amount` or an
+//     `ipv6subnet` is in range is the middleware's own rule, applied when the
+//     proxy compiles the configuration (the middleware is then disabled with
+//     an error naming the field), as for a file.
 //   - `traefik.tcp.middlewares.x.inflightconn=true` (the middleware type with
 //     no field) is an error, not an InFlightConn with amount 0. That is what
 //     Traefik v3 does with the same label (its TCPInFlightConn field carries no
@@ -32,6 +34,8 @@ package labels
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,7 +91,7 @@ func Decode(m map[string]string) (*config.Dynamic, error) {
 	if err := decodeNamed(sel, orig, func() any { return &config.Dynamic{} }, conf); err != nil {
 		return nil, err
 	}
-	if err := check(conf, sel, orig); err != nil {
+	if err := checkPorts(conf, sel, orig); err != nil {
 		return nil, err
 	}
 	return conf, nil
@@ -244,38 +248,14 @@ func explain(key string, err error) error {
 	return err
 }
 
-// check applies the semantic checks that belong to labels.
-func check(conf *config.Dynamic, sel, orig map[string]string) error {
+// checkPorts rejects a `...loadbalancer.server.port` label that is not a
+// port number: labels spell the port alone (the address comes from the
+// container or the catalog), so only labels can get it wrong this way.
+func checkPorts(conf *config.Dynamic, sel, orig map[string]string) error {
 	if conf.TCP == nil {
 		return nil
 	}
-	// find returns the selected key equal to want ignoring case.
-	find := func(want string) string {
-		for k := range sel {
-			if strings.EqualFold(k, want) {
-				return k
-			}
-		}
-		return ""
-	}
-	bad := func(want string, msg string) error {
-		k := find(want)
-		return &Error{Key: orig[k], Value: sel[k], Err: errors.New(msg)}
-	}
-	for _, name := range sortedKeys(conf.TCP.Middlewares) {
-		mw := conf.TCP.Middlewares[name]
-		if mw == nil || mw.InFlightConn == nil {
-			continue
-		}
-		base := tcpPrefix + "middlewares." + name + ".inflightconn."
-		if mw.InFlightConn.Amount < 0 {
-			return bad(base+"amount", "amount must not be negative (0 rejects every connection)")
-		}
-		if s := mw.InFlightConn.IPv6Subnet; s != nil && (*s < 0 || *s > 128) {
-			return bad(base+"ipv6subnet", "ipv6Subnet must be from 0 to 128 bits")
-		}
-	}
-	for _, name := range sortedKeys(conf.TCP.Services) {
+	for _, name := range slices.Sorted(maps.Keys(conf.TCP.Services)) {
 		svc := conf.TCP.Services[name]
 		if svc == nil || svc.LoadBalancer == nil {
 			continue
@@ -285,18 +265,27 @@ func check(conf *config.Dynamic, sel, orig map[string]string) error {
 				continue
 			}
 			if n, err := strconv.ParseUint(srv.Port, 10, 16); err != nil || n == 0 {
-				return bad(tcpPrefix+"services."+name+".loadbalancer.server.port", "port must be a number from 1 to 65535")
+				want := tcpPrefix + "services." + name + ".loadbalancer.server.port"
+				for k := range sel {
+					if strings.EqualFold(k, want) {
+						return &Error{Key: orig[k], Value: sel[k], Err: errors.New("port must be a number from 1 to 65535")}
+					}
+				}
+				return &Error{Key: orig[want], Value: sel[want], Err: errors.New("port must be a number from 1 to 65535")}
 			}
 		}
 	}
 	return nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+// DeclaresRouter reports whether m has a `traefik.tcp.routers.` label (any
+// case): an input left out because of its labels then keeps a router from
+// serving.
+func DeclaresRouter(m map[string]string) bool {
 	for k := range m {
-		keys = append(keys, k)
+		if hasPrefixFold(k, tcpPrefix+"routers.") {
+			return true
+		}
 	}
-	sort.Strings(keys)
-	return keys
+	return false
 }

@@ -129,12 +129,7 @@ func (c *compiler) middleware(name string) {
 	info.Type = strings.ToUpper(kind[:1]) + kind[1:]
 	switch kind {
 	case "inFlightConn":
-		warn, err := inflightconn.Validate(m.InFlightConn)
-		if err != nil {
-			info.addError(err.Error())
-			return
-		}
-		mw, l, err := inflightconn.New(name, m.InFlightConn, &c.st.Limiters, c.log)
+		mw, l, warn, err := inflightconn.New(name, m.InFlightConn, &c.st.Limiters, c.log)
 		if err != nil {
 			info.addError(err.Error())
 			return

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # consul.sh: build (once) and print the path of a Consul agent binary for the
 # integration tests. Debian has no Consul package and no release download is
-# reachable, so the agent is built from the Go module proxy, as described in
-# shared/CONSUL.md: download the module, drop the replace directives that point
+# reachable, so the agent is built from the Go module proxy: download the
+# module, drop the replace directives that point
 # into sub-module folders the zip lacks, build with CGO off. The binary is cached
 # under ${XDG_CACHE_HOME:-$HOME/.cache}/tollgate/consul-<version>/consul and reused
 # when `consul version` reports the expected version.

@@ -4,7 +4,7 @@
 # KUBEBUILDER_ASSETS expects: <dir>/etcd and <dir>/kube-apiserver).
 #
 # No release binaries can be downloaded, so both are built from the Go module
-# proxy through the wrapper modules under scripts/k8s/ (see shared/KUBERNETES.md):
+# proxy through the wrapper modules under scripts/k8s/:
 #
 #   scripts/k8s/etcd/       requires go.etcd.io/etcd/server/v3 (its main package)
 #   scripts/k8s/apiserver/  requires k8s.io/kubernetes and replaces each staging

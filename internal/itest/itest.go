@@ -4,6 +4,7 @@
 package itest
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,4 +88,17 @@ func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 func ModuleRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// ExitCode is the exit status of a finished command: 0 for a nil error, the
+// process's status for an *exec.ExitError, -1 for an error starting it.
+func ExitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
 }

@@ -130,7 +130,9 @@ func TestRegistrySharesAndSweeps(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
+// New validates its block once: a warning for amount 0, an error naming the
+// field (and no limiter registered) for a value out of range.
+func TestNewValidates(t *testing.T) {
 	bits := 200
 	for _, tc := range []struct {
 		cfg  config.TCPInFlightConn
@@ -142,14 +144,18 @@ func TestValidate(t *testing.T) {
 		{config.TCPInFlightConn{Amount: -1}, "", "-1 is negative"},
 		{config.TCPInFlightConn{Amount: 1, IPv6Subnet: &bits}, "", "ipv6Subnet 200"},
 	} {
-		warn, err := Validate(&tc.cfg)
+		var reg Registry
+		mw, l, warn, err := New("m@file", &tc.cfg, &reg, zerolog.Nop())
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%+v: err %v, want %q", tc.cfg, err, tc.err)
 			}
+			if mw != nil || l != nil || reg.Lookup("m@file") != nil {
+				t.Errorf("%+v: a rejected block returned or registered a limiter", tc.cfg)
+			}
 			continue
 		}
-		if err != nil || !strings.Contains(warn, tc.warn) {
+		if err != nil || !strings.Contains(warn, tc.warn) || (tc.warn == "" && warn != "") || mw == nil || l == nil {
 			t.Errorf("%+v: warn %q err %v", tc.cfg, warn, err)
 		}
 	}
@@ -161,7 +167,7 @@ func TestRejectionLogIsRateLimited(t *testing.T) {
 	var buf bytes.Buffer
 	log := zerolog.New(&buf)
 	var reg Registry
-	mw, l, err := New("lim@file", &config.TCPInFlightConn{Amount: 0}, &reg, log)
+	mw, l, _, err := New("lim@file", &config.TCPInFlightConn{Amount: 0}, &reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,12 @@ import (
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
-// Validate checks an inFlightConn block. It returns a warning (not an error)
-// for amount 0, which rejects every connection as in Traefik but is almost
-// always a mistake.
-func Validate(cfg *config.TCPInFlightConn) (warning string, err error) {
+// validate is the one rule for an inFlightConn block. It returns a warning
+// (not an error) for amount 0, which rejects every connection as in Traefik
+// but is almost always a mistake.
+func validate(cfg *config.TCPInFlightConn) (warning string, err error) {
 	if cfg.Amount < 0 {
-		return "", fmt.Errorf("inFlightConn.amount %d is negative: use 0 or more", cfg.Amount)
+		return "", fmt.Errorf("inFlightConn.amount %d is negative: the amount must not be negative (use 0 or more; 0 rejects every connection)", cfg.Amount)
 	}
 	if b := cfg.IPv6Subnet; b != nil && (*b < 1 || *b > 128) {
 		return "", fmt.Errorf("inFlightConn.ipv6Subnet %d is out of range 1..128", *b)
@@ -28,25 +28,28 @@ func Validate(cfg *config.TCPInFlightConn) (warning string, err error) {
 	return "", nil
 }
 
-// New returns the middleware for the inFlightConn block named name
-// (qualified), backed by the registry's limiter for that name.
-func New(name string, cfg *config.TCPInFlightConn, reg *Registry, log zerolog.Logger) (tcp.Middleware, *Limiter, error) {
+// New validates the inFlightConn block named name (qualified) and returns its
+// middleware, backed by the registry's limiter for that name. A block that
+// applies but probably not as meant (amount 0) comes with a warning; a block
+// that cannot apply (negative amount, ipv6Subnet outside 1..128) is an error
+// naming the field, and nothing is registered.
+func New(name string, cfg *config.TCPInFlightConn, reg *Registry, log zerolog.Logger) (mw tcp.Middleware, l *Limiter, warning string, err error) {
 	if cfg == nil {
-		return nil, nil, errors.New("inFlightConn: no configuration")
+		return nil, nil, "", errors.New("inFlightConn: no configuration")
 	}
-	if _, err := Validate(cfg); err != nil {
-		return nil, nil, err
+	if warning, err = validate(cfg); err != nil {
+		return nil, nil, "", err
 	}
 	bits := 0
 	if cfg.IPv6Subnet != nil {
 		bits = *cfg.IPv6Subnet
 	}
-	l := reg.Get(name, cfg.Amount, cfg.DryRun, bits)
+	l = reg.Get(name, cfg.Amount, cfg.DryRun, bits)
 	log = log.With().Str("middleware", name).Str("middlewareType", "InFlightConn").Logger()
-	mw := func(next tcp.Handler) tcp.Handler {
+	mw = func(next tcp.Handler) tcp.Handler {
 		return &handler{l: l, next: next, log: log}
 	}
-	return mw, l, nil
+	return mw, l, warning, nil
 }
 
 type handler struct {

@@ -1,7 +1,6 @@
 package consulcatalog
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os/exec"
@@ -29,7 +28,7 @@ type agent struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	logs   *lockedWriter
+	logs   *itest.Buffer
 }
 
 // startAgent starts an agent (retrying with other ports if one was taken)
@@ -88,7 +87,7 @@ func (a *agent) start() error {
 		args = append(args, "-config-dir", a.configDir)
 	}
 	cmd := exec.Command(a.bin, args...)
-	logs := &lockedWriter{}
+	logs := &itest.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		return err
@@ -163,22 +162,4 @@ func (a *agent) stop() {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
 	}
-}
-
-// lockedWriter collects the agent's output for error messages.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  bytes.Buffer
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 )
 
-// design7 are the tags of DESIGN.md §7 plus a router and a port.
+// design7 are the README's documented Consul tags plus a router and a port.
 var design7 = []string{
 	"traefik.tcp.routers.db.rule=HostSNI(`*`)",
 	"traefik.tcp.routers.db.entrypoints=db",
@@ -19,12 +19,12 @@ var design7 = []string{
 	"traefik.tcp.services.db.loadbalancer.server.port=5432",
 }
 
-func defaultOpts() buildOptions {
-	return buildOptions{Prefix: "traefik", ExposedByDefault: true, StrictChecks: []string{"passing", "warning"}}
+func defaultOpts() Options {
+	return Options{Prefix: "traefik", ExposedByDefault: true, StrictChecks: []string{"passing", "warning"}}
 }
 
-func inst(name, id, addr string, port int, status string, tags ...string) instance {
-	return instance{Name: name, ID: id, Node: "node1", NodeAddress: "10.0.0.1", Address: addr, Port: port, Status: status, Tags: tags}
+func inst(name, id, addr string, port int, status string, tags ...string) Instance {
+	return Instance{Name: name, ID: id, Node: "node1", NodeAddress: "10.0.0.1", Address: addr, Port: port, Status: status, Tags: tags}
 }
 
 func lb(addrs ...string) *config.TCPService {
@@ -57,8 +57,8 @@ var dbRouter = &config.TCPRouter{Rule: "HostSNI(`*`)", EntryPoints: []string{"db
 func TestBuild(t *testing.T) {
 	tests := []struct {
 		name      string
-		instances []instance
-		opts      func(*buildOptions)
+		instances []Instance
+		opts      func(*Options)
 		want      *config.Dynamic
 		// problems are substrings, one per expected problem, in order.
 		problems []string
@@ -69,8 +69,8 @@ func TestBuild(t *testing.T) {
 			want:      tcp(nil, nil, nil),
 		},
 		{
-			name:      "design §7 tags",
-			instances: []instance{inst("db", "db-1", "127.0.0.1", 9999, "passing", design7...)},
+			name:      "the README's example tags",
+			instances: []Instance{inst("db", "db-1", "127.0.0.1", 9999, "passing", design7...)},
 			want: tcp(
 				map[string]*config.TCPRouter{"db": dbRouter},
 				map[string]*config.TCPService{"db": lb("127.0.0.1:5432")},
@@ -78,7 +78,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "port from ServicePort, automatic service named after the consul service",
-			instances: []instance{inst("my.db_svc", "a", "192.168.1.5", 6379, "passing",
+			instances: []Instance{inst("my.db_svc", "a", "192.168.1.5", 6379, "passing",
 				"traefik.tcp.routers.r.rule=HostSNI(`*`)")},
 			want: tcp(
 				map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "my-db-svc"}},
@@ -86,7 +86,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "address falls back to the node address",
-			instances: []instance{inst("db", "a", "", 5432, "passing",
+			instances: []Instance{inst("db", "a", "", 5432, "passing",
 				"traefik.tcp.routers.r.rule=HostSNI(`*`)")},
 			want: tcp(
 				map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "db"}},
@@ -94,7 +94,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "IPv6 address is bracketed",
-			instances: []instance{inst("db", "a", "fd00::1", 5432, "passing",
+			instances: []Instance{inst("db", "a", "fd00::1", 5432, "passing",
 				"traefik.tcp.routers.r.rule=HostSNI(`*`)")},
 			want: tcp(
 				map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "db"}},
@@ -102,7 +102,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "missing port is a problem, not host:0",
-			instances: []instance{
+			instances: []Instance{
 				inst("db", "a", "127.0.0.1", 0, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)"),
 				inst("other", "o", "127.0.0.1", 7000, "passing", "traefik.tcp.routers.o.rule=HostSNI(`*`)"),
 			},
@@ -113,14 +113,14 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "missing address is a problem",
-			instances: []instance{{Name: "db", ID: "a", Node: "n", Port: 1, Status: "passing",
+			instances: []Instance{{Name: "db", ID: "a", Node: "n", Port: 1, Status: "passing",
 				Tags: []string{"traefik.tcp.routers.r.rule=HostSNI(`*`)"}}},
 			want:     tcp(nil, nil, nil),
 			problems: []string{`address is missing`},
 		},
 		{
 			name: "instances of one service merge, servers in node/ID order",
-			instances: []instance{
+			instances: []Instance{
 				inst("db", "db-3", "127.0.0.3", 5432, "passing", design7[:4]...),
 				inst("db", "db-1", "127.0.0.1", 5432, "passing", design7[:4]...),
 				inst("db", "db-2", "127.0.0.2", 5432, "warning", design7[:4]...),
@@ -132,7 +132,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "duplicate address across instances is one server",
-			instances: []instance{
+			instances: []Instance{
 				inst("db", "a", "127.0.0.1", 5432, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)"),
 				{Name: "db", ID: "a", Node: "node2", Address: "127.0.0.1", Port: 5432, Status: "passing", Tags: []string{"traefik.tcp.routers.r.rule=HostSNI(`*`)"}},
 			},
@@ -142,7 +142,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "default strictChecks keep passing and warning, drop critical and maintenance",
-			instances: []instance{
+			instances: []Instance{
 				inst("db", "1", "127.0.0.1", 1, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)"),
 				inst("db", "2", "127.0.0.2", 1, "warning", "traefik.tcp.routers.r.rule=HostSNI(`*`)"),
 				inst("db", "3", "127.0.0.3", 1, "critical", "traefik.tcp.routers.r.rule=HostSNI(`*`)"),
@@ -155,8 +155,8 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "strictChecks passing only",
-			opts: func(o *buildOptions) { o.StrictChecks = []string{"passing"} },
-			instances: []instance{
+			opts: func(o *Options) { o.StrictChecks = []string{"passing"} },
+			instances: []Instance{
 				inst("db", "1", "127.0.0.1", 1, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)"),
 				inst("db", "2", "127.0.0.2", 1, "warning", "traefik.tcp.routers.r.rule=HostSNI(`*`)"),
 			},
@@ -166,8 +166,8 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "strictChecks including critical and maintenance",
-			opts: func(o *buildOptions) { o.StrictChecks = []string{"Passing", "critical", "maintenance"} },
-			instances: []instance{
+			opts: func(o *Options) { o.StrictChecks = []string{"Passing", "critical", "maintenance"} },
+			instances: []Instance{
 				inst("db", "1", "127.0.0.1", 1, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)"),
 				inst("db", "2", "127.0.0.2", 1, "warning", "traefik.tcp.routers.r.rule=HostSNI(`*`)"),
 				inst("db", "3", "127.0.0.3", 1, "critical", "traefik.tcp.routers.r.rule=HostSNI(`*`)"),
@@ -179,14 +179,14 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "every instance unhealthy: the service's routes are gone",
-			instances: []instance{
+			instances: []Instance{
 				inst("db", "1", "127.0.0.1", 1, "critical", design7...),
 			},
 			want: tcp(nil, nil, nil),
 		},
 		{
 			name: "bad tag: problem names service, instance and tag; other services unaffected",
-			instances: []instance{
+			instances: []Instance{
 				inst("bad", "bad-1", "127.0.0.1", 1, "passing",
 					"traefik.tcp.routers.b.rule=HostSNI(`*`)",
 					"traefik.tcp.middlewares.lim.inflightconn.amount=abc"),
@@ -200,8 +200,8 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "custom prefix is rewritten to traefik; other prefixes ignored",
-			opts: func(o *buildOptions) { o.Prefix = "tollgate" },
-			instances: []instance{inst("db", "a", "127.0.0.1", 1, "passing",
+			opts: func(o *Options) { o.Prefix = "tollgate" },
+			instances: []Instance{inst("db", "a", "127.0.0.1", 1, "passing",
 				"tollgate.tcp.routers.r.rule=HostSNI(`*`)",
 				"tollgate.tcp.middlewares.m.inflightconn.amount=3",
 				"traefik.tcp.routers.ignored.rule=HostSNI(`*`)",
@@ -213,17 +213,27 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "custom prefix: a bad tag is named with that prefix",
-			opts: func(o *buildOptions) { o.Prefix = "tollgate" },
-			instances: []instance{inst("db", "a", "127.0.0.1", 1, "passing",
+			opts: func(o *Options) { o.Prefix = "tollgate" },
+			instances: []Instance{inst("db", "a", "127.0.0.1", 1, "passing",
 				"tollgate.tcp.routers.r.rule=HostSNI(`*`)",
-				"tollgate.tcp.middlewares.m.inflightconn.amount=-1")},
+				"tollgate.tcp.middlewares.m.inflightconn.amount=abc")},
 			want:     tcp(nil, nil, nil),
-			problems: []string{`tag "tollgate.tcp.middlewares.m.inflightconn.amount=-1": amount must not be negative`},
+			problems: []string{`tag "tollgate.tcp.middlewares.m.inflightconn.amount=abc": strconv.ParseInt`},
+		},
+		{
+			name: "a negative amount is decoded as written: the range is inFlightConn's rule, applied by the proxy",
+			instances: []Instance{inst("db", "a", "127.0.0.1", 1, "passing",
+				"traefik.tcp.routers.r.rule=HostSNI(`*`)",
+				"traefik.tcp.middlewares.m.inflightconn.amount=-1")},
+			want: tcp(
+				map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "db"}},
+				map[string]*config.TCPService{"db": lb("127.0.0.1:1")},
+				map[string]*config.TCPMiddleware{"m": amount(-1)}),
 		},
 		{
 			name: "empty prefix means traefik",
-			opts: func(o *buildOptions) { o.Prefix = "" },
-			instances: []instance{inst("db", "a", "127.0.0.1", 1, "passing",
+			opts: func(o *Options) { o.Prefix = "" },
+			instances: []Instance{inst("db", "a", "127.0.0.1", 1, "passing",
 				"traefik.tcp.routers.r.rule=HostSNI(`*`)")},
 			want: tcp(
 				map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "db"}},
@@ -231,7 +241,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "= in values: split on the first =",
-			instances: []instance{inst("db", "a", "127.0.0.1", 1, "passing",
+			instances: []Instance{inst("db", "a", "127.0.0.1", 1, "passing",
 				"traefik.tcp.routers.r.rule=HostSNI(`*`) && ClientIP(`10.0.0.0/8`)",
 				"traefik.tcp.routers.r2.rule=HostSNI(`a=b.example`)",
 				"traefik.tcp.routers.r2.tls.passthrough=true")},
@@ -244,7 +254,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "tag keys are case-insensitive",
-			instances: []instance{inst("db", "a", "127.0.0.1", 1, "passing",
+			instances: []Instance{inst("db", "a", "127.0.0.1", 1, "passing",
 				"Traefik.TCP.Routers.r.Rule=HostSNI(`*`)",
 				"TRAEFIK.tcp.middlewares.m.InFlightConn.Amount=7")},
 			want: tcp(
@@ -254,7 +264,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "services without TCP tags are ignored",
-			instances: []instance{
+			instances: []Instance{
 				inst("consul", "consul", "127.0.0.1", 8300, "passing"),
 				inst("web", "web", "127.0.0.1", 80, "passing", "traefik.http.routers.w.rule=Host(`x`)", "traefik.enable=true"),
 			},
@@ -262,8 +272,8 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "exposedByDefault=false needs traefik.enable=true",
-			opts: func(o *buildOptions) { o.ExposedByDefault = false },
-			instances: []instance{
+			opts: func(o *Options) { o.ExposedByDefault = false },
+			instances: []Instance{
 				inst("a", "a", "127.0.0.1", 1, "passing", "traefik.tcp.routers.a.rule=HostSNI(`*`)"),
 				inst("b", "b", "127.0.0.1", 2, "passing", "traefik.tcp.routers.b.rule=HostSNI(`*`)", "traefik.enable=true"),
 			},
@@ -273,7 +283,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "traefik.enable=false hides an instance; a bad enable value is a problem",
-			instances: []instance{
+			instances: []Instance{
 				inst("a", "a", "127.0.0.1", 1, "passing", "traefik.tcp.routers.a.rule=HostSNI(`*`)", "traefik.enable=false"),
 				inst("b", "b", "127.0.0.1", 2, "passing", "traefik.tcp.routers.b.rule=HostSNI(`*`)", "traefik.enable=yes please"),
 			},
@@ -282,10 +292,10 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "constraints filter instances by their tags",
-			opts: func(o *buildOptions) {
+			opts: func(o *Options) {
 				o.Match = func(tags []string) bool { return slices.Contains(tags, "public") }
 			},
-			instances: []instance{
+			instances: []Instance{
 				inst("a", "a", "127.0.0.1", 1, "passing", "traefik.tcp.routers.a.rule=HostSNI(`*`)", "public"),
 				inst("b", "b", "127.0.0.1", 2, "passing", "traefik.tcp.routers.b.rule=HostSNI(`*`)"),
 			},
@@ -295,14 +305,14 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "constraints expression from provider/constraints",
-			opts: func(o *buildOptions) {
+			opts: func(o *Options) {
 				m, err := parseConstraints("Tag(`public`) && !TagRegex(`^env=dev.*`)")
 				if err != nil {
 					panic(err)
 				}
 				o.Match = m
 			},
-			instances: []instance{
+			instances: []Instance{
 				inst("a", "a", "127.0.0.1", 1, "passing", "traefik.tcp.routers.a.rule=HostSNI(`*`)", "public"),
 				inst("b", "b", "127.0.0.1", 2, "passing", "traefik.tcp.routers.b.rule=HostSNI(`*`)", "public", "env=devel"),
 				inst("c", "c", "127.0.0.1", 3, "passing", "traefik.tcp.routers.c.rule=HostSNI(`*`)"),
@@ -313,7 +323,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "conflicting routers across instances are dropped, naming both",
-			instances: []instance{
+			instances: []Instance{
 				inst("db", "db-1", "127.0.0.1", 1, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)", "traefik.tcp.routers.r.entrypoints=a"),
 				inst("db", "db-2", "127.0.0.2", 1, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)", "traefik.tcp.routers.r.entrypoints=b"),
 			},
@@ -322,7 +332,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "conflicting middlewares across services are dropped",
-			instances: []instance{
+			instances: []Instance{
 				inst("a", "a", "127.0.0.1", 1, "passing", "traefik.tcp.middlewares.m.inflightconn.amount=1"),
 				inst("b", "b", "127.0.0.1", 2, "passing", "traefik.tcp.middlewares.m.inflightconn.amount=2"),
 			},
@@ -331,7 +341,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "same middleware on every instance is kept once",
-			instances: []instance{
+			instances: []Instance{
 				inst("a", "a", "127.0.0.1", 1, "passing", "traefik.tcp.middlewares.m.inflightconn.amount=1"),
 				inst("b", "b", "127.0.0.1", 2, "passing", "traefik.tcp.middlewares.m.inflightconn.amount=1"),
 			},
@@ -339,7 +349,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "services differing beyond servers conflict",
-			instances: []instance{
+			instances: []Instance{
 				inst("db", "1", "127.0.0.1", 1, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)", "traefik.tcp.services.s.loadbalancer.terminationdelay=5"),
 				inst("db", "2", "127.0.0.2", 1, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)", "traefik.tcp.services.s.loadbalancer.terminationdelay=6"),
 			},
@@ -347,24 +357,40 @@ func TestBuild(t *testing.T) {
 			problems: []string{`tcp service "s" is defined differently by`},
 		},
 		{
-			name: "router without rule is a problem for its instance",
-			instances: []instance{inst("db", "a", "127.0.0.1", 1, "passing",
+			// Traefik's "tcp with label without rule": the router alone is dropped.
+			name: "router without rule is dropped alone, the instance's service stays",
+			instances: []Instance{inst("db", "a", "127.0.0.1", 1, "passing",
 				"traefik.tcp.routers.r.entrypoints=db")},
-			want:     tcp(nil, nil, nil),
-			problems: []string{`tcp router "r" has no rule`},
+			want:     tcp(nil, map[string]*config.TCPService{"db": lb("127.0.0.1:1")}, nil),
+			problems: []string{`consul service "db" (instance "a" on node "node1"): router "r" has no rule: dropped (set traefik.tcp.routers.r.rule`},
 		},
 		{
-			name: "router without service among several services is a problem",
-			instances: []instance{inst("db", "a", "127.0.0.1", 1, "passing",
+			name: "router without service among several services is dropped alone",
+			instances: []Instance{inst("db", "a", "127.0.0.1", 1, "passing",
 				"traefik.tcp.routers.r.rule=HostSNI(`*`)",
 				"traefik.tcp.services.s1.loadbalancer.server.port=1",
 				"traefik.tcp.services.s2.loadbalancer.server.port=2")},
-			want:     tcp(nil, nil, nil),
-			problems: []string{`tcp router "r" names no service and the instance defines 2 (s1, s2)`},
+			want:     tcp(nil, map[string]*config.TCPService{"s1": lb("127.0.0.1:1"), "s2": lb("127.0.0.1:2")}, nil),
+			problems: []string{`router "r" has no service and the instance defines 2 services (s1, s2): dropped (set traefik.tcp.routers.r.service)`},
+		},
+		{
+			// Issue 11's drift: the provider used to skip the whole instance
+			// (tollgate check kept b, s1, s2). Traefik drops a alone.
+			name: "router a without service, b on s1, services s1 and s2: only a is dropped",
+			instances: []Instance{inst("db", "a", "127.0.0.1", 7000, "passing",
+				"traefik.tcp.routers.a.rule=HostSNI(`*`)",
+				"traefik.tcp.routers.b.rule=HostSNI(`*`)",
+				"traefik.tcp.routers.b.service=s1",
+				"traefik.tcp.services.s1.loadbalancer.server.port=1",
+				"traefik.tcp.services.s2.loadbalancer.server.port=2")},
+			want: tcp(
+				map[string]*config.TCPRouter{"b": {Rule: "HostSNI(`*`)", Service: "s1"}},
+				map[string]*config.TCPService{"s1": lb("127.0.0.1:1"), "s2": lb("127.0.0.1:2")}, nil),
+			problems: []string{`router "a" has no service and the instance defines 2 services (s1, s2): dropped`},
 		},
 		{
 			name: "two services on one instance, each with its port",
-			instances: []instance{inst("db", "a", "127.0.0.1", 1, "passing",
+			instances: []Instance{inst("db", "a", "127.0.0.1", 1, "passing",
 				"traefik.tcp.routers.r1.rule=HostSNI(`*`)", "traefik.tcp.routers.r1.service=s1", "traefik.tcp.routers.r1.entrypoints=e1",
 				"traefik.tcp.routers.r2.rule=HostSNI(`*`)", "traefik.tcp.routers.r2.service=s2", "traefik.tcp.routers.r2.entrypoints=e2",
 				"traefik.tcp.services.s1.loadbalancer.server.port=1001",
@@ -384,7 +410,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "bad port tag is a problem naming the tag",
-			instances: []instance{inst("db", "a", "127.0.0.1", 1, "passing",
+			instances: []Instance{inst("db", "a", "127.0.0.1", 1, "passing",
 				"traefik.tcp.routers.r.rule=HostSNI(`*`)",
 				"traefik.tcp.services.db.loadbalancer.server.port=99999")},
 			want:     tcp(nil, nil, nil),
@@ -392,19 +418,19 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "unhealthy instance with a bad tag still reports it",
-			instances: []instance{inst("db", "a", "127.0.0.1", 1, "critical",
+			instances: []Instance{inst("db", "a", "127.0.0.1", 1, "critical",
 				"traefik.tcp.middlewares.m.inflightconn.amount=x")},
 			want:     tcp(nil, nil, nil),
 			problems: []string{`tag "traefik.tcp.middlewares.m.inflightconn.amount=x"`},
 		},
 		{
 			name: "canary instances get their own automatic service",
-			instances: []instance{
+			instances: []Instance{
 				inst("web", "prod", "127.0.0.1", 1, "passing", "traefik.tcp.routers.prod.rule=HostSNI(`*`)"),
 				inst("web", "canary", "127.0.0.2", 1, "passing", "traefik.tcp.routers.canary.rule=HostSNI(`*`)", "traefik.consulcatalog.canary=true"),
 			},
 			want: func() *config.Dynamic {
-				c := serviceName(&instance{Name: "web", Tags: []string{"traefik.tcp.routers.canary.rule=HostSNI(`*`)", "traefik.consulcatalog.canary=true"}}, true)
+				c := serviceName(&Instance{Name: "web", Tags: []string{"traefik.tcp.routers.canary.rule=HostSNI(`*`)", "traefik.consulcatalog.canary=true"}}, true)
 				return tcp(
 					map[string]*config.TCPRouter{
 						"prod":   {Rule: "HostSNI(`*`)", Service: "web"},
@@ -415,7 +441,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "consul connect and unknown consulcatalog keys are problems",
-			instances: []instance{
+			instances: []Instance{
 				inst("a", "a", "127.0.0.1", 1, "passing", "traefik.tcp.routers.a.rule=HostSNI(`*`)", "traefik.consulcatalog.connect=true"),
 				inst("b", "b", "127.0.0.1", 1, "passing", "traefik.tcp.routers.b.rule=HostSNI(`*`)", "traefik.consulcatalog.bogus=1"),
 			},
@@ -457,7 +483,7 @@ func TestBuild(t *testing.T) {
 // TestBuildOrderIndependent checks that the instance order does not change the
 // result (servers, conflicts and problems are sorted).
 func TestBuildOrderIndependent(t *testing.T) {
-	insts := []instance{
+	insts := []Instance{
 		inst("db", "db-2", "127.0.0.2", 5432, "passing", design7...),
 		inst("db", "db-1", "127.0.0.1", 5432, "passing", design7...),
 		inst("x", "x-1", "127.0.0.1", 0, "passing", "traefik.tcp.routers.x.rule=HostSNI(`*`)"),
@@ -484,13 +510,13 @@ func TestBuildOrderIndependent(t *testing.T) {
 // result as a cold one, shares no memory with the previous result, and drops
 // entries that a build no longer uses.
 func TestBuildCache(t *testing.T) {
-	insts := []instance{
+	insts := []Instance{
 		inst("db", "db-1", "127.0.0.1", 5432, "passing", design7...),
 		inst("db", "db-2", "127.0.0.2", 5432, "passing", design7...),
 		inst("bad", "bad-1", "127.0.0.1", 1, "passing", "traefik.tcp.routers.b.rule=HostSNI(`*`)", "traefik.tcp.middlewares.m.inflightconn.amount=abc"),
 	}
 	opts := defaultOpts()
-	opts.Cache = &decodeCache{}
+	opts.Cache = &DecodeCache{}
 	want, wantProb := build(insts, defaultOpts())
 	first, _ := build(insts, opts)
 	if n := len(opts.Cache.prev); n != 2 {

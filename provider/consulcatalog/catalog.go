@@ -3,6 +3,8 @@ package consulcatalog
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,10 +30,10 @@ type catalog interface {
 	Nodes(ctx context.Context) ([]string, error)
 	// NodeInstances reads every service instance registered on one node
 	// (/v1/catalog/node-services/<node>). Status is left empty.
-	NodeInstances(ctx context.Context, node string) ([]instance, error)
+	NodeInstances(ctx context.Context, node string) ([]Instance, error)
 	// ServiceInstances reads every instance of one service
 	// (/v1/catalog/service/<name>). Status is left empty.
-	ServiceInstances(ctx context.Context, name string) ([]instance, error)
+	ServiceInstances(ctx context.Context, name string) ([]Instance, error)
 	// Checks reads the checks that can make an instance anything but
 	// passing: every node-level check and every service check that is not
 	// passing (/v1/health/state/any with a filter). A service check left out
@@ -82,7 +84,7 @@ func (cc consulClient) Nodes(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (cc consulClient) NodeInstances(ctx context.Context, node string) ([]instance, error) {
+func (cc consulClient) NodeInstances(ctx context.Context, node string) ([]Instance, error) {
 	list, _, err := cc.c.Catalog().NodeServiceList(node, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return nil, err
@@ -90,12 +92,12 @@ func (cc consulClient) NodeInstances(ctx context.Context, node string) ([]instan
 	if list == nil || list.Node == nil { // the node left since Nodes
 		return nil, nil
 	}
-	out := make([]instance, 0, len(list.Services))
+	out := make([]Instance, 0, len(list.Services))
 	for _, s := range list.Services {
 		if s == nil {
 			continue
 		}
-		out = append(out, instance{
+		out = append(out, Instance{
 			Name: s.Service, ID: s.ID, Node: list.Node.Node, NodeAddress: list.Node.Address,
 			Address: s.Address, Port: s.Port, Tags: s.Tags,
 		})
@@ -103,17 +105,17 @@ func (cc consulClient) NodeInstances(ctx context.Context, node string) ([]instan
 	return out, nil
 }
 
-func (cc consulClient) ServiceInstances(ctx context.Context, name string) ([]instance, error) {
+func (cc consulClient) ServiceInstances(ctx context.Context, name string) ([]Instance, error) {
 	entries, _, err := cc.c.Catalog().Service(name, "", (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]instance, 0, len(entries))
+	out := make([]Instance, 0, len(entries))
 	for _, e := range entries {
 		if e == nil {
 			continue
 		}
-		out = append(out, instance{
+		out = append(out, Instance{
 			Name: e.ServiceName, ID: e.ServiceID, Node: e.Node, NodeAddress: e.Address,
 			Address: e.ServiceAddress, Port: e.ServicePort, Tags: e.ServiceTags,
 		})
@@ -139,7 +141,7 @@ func (cc consulClient) Checks(ctx context.Context) (api.HealthChecks, error) {
 // Checks are read last, so every instance read has its checks visible.
 //
 // The first error cancels the other reads and is returned.
-func fetch(ctx context.Context, c catalog, prefix string, parallel int) ([]instance, error) {
+func fetch(ctx context.Context, c catalog, prefix string, parallel int) ([]Instance, error) {
 	svcs, _, err := c.Services(ctx, 0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("listing catalog services: %w", err)
@@ -160,16 +162,16 @@ func fetch(ctx context.Context, c catalog, prefix string, parallel int) ([]insta
 
 	var (
 		keys []string
-		read func(context.Context, string) ([]instance, error)
+		read func(context.Context, string) ([]Instance, error)
 		what string
 	)
 	if len(nodes) < len(tagged) {
 		keys, read, what = nodes, c.NodeInstances, "node"
 	} else {
-		keys, read, what = sortedKeys(tagged), c.ServiceInstances, "service"
+		keys, read, what = slices.Sorted(maps.Keys(tagged)), c.ServiceInstances, "service"
 	}
 	sort.Strings(keys)
-	results := make([][]instance, len(keys))
+	results := make([][]Instance, len(keys))
 	err = forEach(ctx, len(keys), parallel, func(ctx context.Context, i int) error {
 		insts, err := read(ctx, keys[i])
 		if err != nil {
@@ -181,7 +183,7 @@ func fetch(ctx context.Context, c catalog, prefix string, parallel int) ([]insta
 	if err != nil {
 		return nil, err
 	}
-	var out []instance
+	var out []Instance
 	for _, r := range results {
 		for _, in := range r {
 			if tagged[in.Name] {

@@ -7,7 +7,7 @@
 //	traefik.tcp.middlewares.test-inflightconn.inflightconn.amount=10
 //
 // becomes a router, a middleware and a service with one server per healthy
-// instance, decoded by the same labels.Decode as Docker labels (see build for
+// instance, decoded by the same labels.Decode as Docker labels (see Build for
 // the rules). The provider watches the catalog with blocking queries on
 // /v1/catalog/services and /v1/health/state/any (so registrations,
 // deregistrations, tag changes and health changes all wake it), re-reads the
@@ -51,7 +51,7 @@ type Provider struct {
 	log      zerolog.Logger
 	client   catalog
 	address  string // agent address, for messages
-	opts     buildOptions
+	opts     Options
 	watch    bool
 	refresh  time.Duration
 	parallel int
@@ -102,7 +102,7 @@ func New(cfg *config.ConsulCatalogProvider, log zerolog.Logger) (*Provider, erro
 
 	strict := cfg.StrictChecks
 	if len(strict) == 0 {
-		strict = []string{api.HealthPassing, api.HealthWarning}
+		strict = DefaultStrictChecks()
 	}
 	var states []string
 	for _, s := range strict {
@@ -134,12 +134,12 @@ func New(cfg *config.ConsulCatalogProvider, log zerolog.Logger) (*Provider, erro
 		log:     log.With().Str("provider", Name).Logger(),
 		client:  consulClient{c: client},
 		address: address,
-		opts: buildOptions{
+		opts: Options{
 			Prefix:           cfg.Prefix,
 			ExposedByDefault: cfg.ExposedByDefault,
 			StrictChecks:     states,
 			Match:            match,
-			Cache:            &decodeCache{},
+			Cache:            &DecodeCache{},
 		},
 		watch:    cfg.Watch,
 		refresh:  refresh,

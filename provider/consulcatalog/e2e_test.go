@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,9 +19,8 @@ import (
 
 // tollgate is the real binary running as a subprocess, stopped by PID.
 type tollgate struct {
-	api string
-	ep  string
-	out *itest.Buffer
+	*itest.Tollgate
+	ep string
 }
 
 // startTollgate runs tollgate with one entry point "db" and the Consul
@@ -36,75 +34,12 @@ func startTollgate(t *testing.T, a *agent, extra ...string) *tollgate {
 		"--providers.consulCatalog.endpoint.address=" + a.Addr(),
 		"--log.level=INFO",
 	}, extra...)...)
-	tg.api, tg.out = g.API, g.Out
+	tg.Tollgate = g
 	return tg
 }
 
 func freeAddr(t *testing.T) string {
 	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
-}
-
-// rawdata is the part of /api/rawdata the tests read.
-type rawdata struct {
-	Routers map[string]struct {
-		Service     string   `json:"service"`
-		Middlewares []string `json:"middlewares"`
-		Status      string   `json:"status"`
-		Err         []string `json:"error"`
-	} `json:"tcpRouters"`
-	Services map[string]struct {
-		LoadBalancer struct {
-			Servers []struct {
-				Address string `json:"address"`
-			} `json:"servers"`
-		} `json:"loadBalancer"`
-		Status string `json:"status"`
-	} `json:"tcpServices"`
-	Middlewares map[string]struct {
-		InFlightConn *struct {
-			Amount int64 `json:"amount"`
-		} `json:"inFlightConn"`
-		Status   string          `json:"status"`
-		InFlight json.RawMessage `json:"inFlight"`
-	} `json:"tcpMiddlewares"`
-	Providers []struct {
-		Name      string   `json:"name"`
-		State     string   `json:"state"`
-		LastError string   `json:"lastError"`
-		Problems  []string `json:"problems"`
-	} `json:"providers"`
-}
-
-func (tg *tollgate) rawdata(t *testing.T) rawdata {
-	t.Helper()
-	resp, err := http.Get("http://" + tg.api + "/api/rawdata")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var rd rawdata
-	if err := json.NewDecoder(resp.Body).Decode(&rd); err != nil {
-		t.Fatal(err)
-	}
-	return rd
-}
-
-func (rd rawdata) provider(name string) (state, lastError string, problems []string) {
-	for _, p := range rd.Providers {
-		if p.Name == name {
-			return p.State, p.LastError, p.Problems
-		}
-	}
-	return "", "", nil
-}
-
-// amountOf is the applied amount of middleware name, or -1.
-func (rd rawdata) amountOf(name string) int64 {
-	m, ok := rd.Middlewares[name]
-	if !ok || m.InFlightConn == nil {
-		return -1
-	}
-	return m.InFlightConn.Amount
 }
 
 // echo is a loopback backend that echoes every byte and counts connections.
@@ -158,7 +93,7 @@ func dialEcho(t *testing.T, src, addr string) (net.Conn, bool) {
 	return c, true
 }
 
-// dbTags are the DESIGN §7 tags with a router, an entry point and the
+// dbTags are the README's example tags with a router, an entry point and the
 // backend's port.
 func dbTags(amount, port int) []string {
 	return []string{
@@ -171,7 +106,7 @@ func dbTags(amount, port int) []string {
 }
 
 // TestE2E runs the tollgate binary against a real Consul agent: a service
-// registered with the DESIGN §7 tags is routed and limited to exactly 10
+// registered with the README's example tags is routed and limited to exactly 10
 // connections per client IP; an amount change applies to new connections
 // without resetting held counts; health, deregistration, bad tags, an agent
 // outage and its restart behave as the issue says.
@@ -194,11 +129,11 @@ func TestE2E(t *testing.T) {
 	start := time.Now()
 	registerDB(10)
 	itest.Eventually(t, 2*time.Second, func() bool {
-		rd := tg.rawdata(t)
-		return rd.Routers[router].Status == "enabled" && rd.amountOf(mw) == 10
+		rd := tg.Rawdata(t)
+		return rd.Routers[router].Status == "enabled" && rd.AmountOf(mw) == 10
 	}, "router %s with amount 10 in /api/rawdata", router)
 	t.Logf("registration -> route in /api/rawdata: %v", time.Since(start))
-	if rd := tg.rawdata(t); len(rd.Services[svc].LoadBalancer.Servers) != 1 || rd.Services[svc].LoadBalancer.Servers[0].Address != backend.addr {
+	if rd := tg.Rawdata(t); len(rd.Services[svc].LoadBalancer.Servers) != 1 || rd.Services[svc].LoadBalancer.Servers[0].Address != backend.addr {
 		t.Fatalf("service %s: %+v, want the one server %s", svc, rd.Services[svc], backend.addr)
 	}
 
@@ -222,7 +157,7 @@ func TestE2E(t *testing.T) {
 		}
 		start := time.Now()
 		registerDB(12)
-		itest.Eventually(t, 2*time.Second, func() bool { return tg.rawdata(t).amountOf(mw) == 12 }, "amount 12 in /api/rawdata")
+		itest.Eventually(t, 2*time.Second, func() bool { return tg.Rawdata(t).AmountOf(mw) == 12 }, "amount 12 in /api/rawdata")
 		t.Logf("tag change -> amount 12 applied: %v", time.Since(start))
 		for i, hc := range held1 {
 			if !itest.Echoes(hc) {
@@ -252,7 +187,7 @@ func TestE2E(t *testing.T) {
 		if err := c.Agent().UpdateTTL("db-1-ttl", "e2e: failing", api.HealthCritical); err != nil {
 			t.Fatal(err)
 		}
-		itest.Eventually(t, 2*time.Second, func() bool { _, ok := tg.rawdata(t).Routers[router]; return !ok }, "router gone while critical")
+		itest.Eventually(t, 2*time.Second, func() bool { _, ok := tg.Rawdata(t).Routers[router]; return !ok }, "router gone while critical")
 		if conn, ok := dialEcho(t, "127.0.0.3", tg.ep); ok {
 			conn.Close()
 			t.Fatal("a connection was forwarded while the only instance is critical")
@@ -260,7 +195,7 @@ func TestE2E(t *testing.T) {
 		if err := c.Agent().UpdateTTL("db-1-ttl", "e2e: passing", api.HealthPassing); err != nil {
 			t.Fatal(err)
 		}
-		itest.Eventually(t, 2*time.Second, func() bool { return tg.rawdata(t).Routers[router].Status == "enabled" }, "router back when passing")
+		itest.Eventually(t, 2*time.Second, func() bool { return tg.Rawdata(t).Routers[router].Status == "enabled" }, "router back when passing")
 		conn, ok := dialEcho(t, "127.0.0.3", tg.ep)
 		if !ok {
 			t.Fatal("not forwarded after the check passed again")
@@ -274,16 +209,16 @@ func TestE2E(t *testing.T) {
 		const tag = "traefik.tcp.middlewares.bad-limit.inflightconn.amount"
 		var problems []string
 		itest.Eventually(t, 2*time.Second, func() bool {
-			_, _, problems = tg.rawdata(t).provider("consulcatalog")
+			problems = tg.Rawdata(t).Provider("consulcatalog").Problems
 			return len(problems) > 0
 		}, "a consulcatalog problem in /api/rawdata")
 		if len(problems) != 1 || !strings.Contains(problems[0], `consul service "bad"`) || !strings.Contains(problems[0], tag) {
 			t.Errorf("problems %q: want one naming the service and the tag", problems)
 		}
-		if !strings.Contains(tg.out.String(), tag) {
+		if !strings.Contains(tg.Out.String(), tag) {
 			t.Errorf("the log does not name %s", tag)
 		}
-		rd := tg.rawdata(t)
+		rd := tg.Rawdata(t)
 		if _, ok := rd.Routers["bad@consulcatalog"]; ok {
 			t.Errorf("the bad service's router is routed")
 		}
@@ -302,11 +237,11 @@ func TestE2E(t *testing.T) {
 
 	t.Run("propagation to the proxy", func(t *testing.T) {
 		lat := map[string][]time.Duration{}
-		timed := func(kind string, op func(), what string, ok func(rawdata) bool) {
+		timed := func(kind string, op func(), what string, ok func(itest.Rawdata) bool) {
 			t.Helper()
 			start := time.Now()
 			op()
-			itest.Eventually(t, 3*time.Second, func() bool { return ok(tg.rawdata(t)) }, "%s", what)
+			itest.Eventually(t, 3*time.Second, func() bool { return ok(tg.Rawdata(t)) }, "%s", what)
 			lat[kind] = append(lat[kind], time.Since(start))
 		}
 		for i := range 10 {
@@ -321,11 +256,11 @@ func TestE2E(t *testing.T) {
 					fmt.Sprintf("traefik.tcp.middlewares.%s.inflightconn.amount=%d", name, amount),
 				}
 			}
-			routed := func(rd rawdata) bool { return rd.Routers[q].Status == "enabled" }
-			gone := func(rd rawdata) bool { _, ok := rd.Routers[q]; return !ok }
+			routed := func(rd itest.Rawdata) bool { return rd.Routers[q].Status == "enabled" }
+			gone := func(rd itest.Rawdata) bool { _, ok := rd.Routers[q]; return !ok }
 			timed("register", func() { register(t, c, name, name, backend.port, tags(5)...) }, q+" enabled", routed)
 			timed("tag change", func() { register(t, c, name, name, backend.port, tags(6)...) }, q+" amount 6",
-				func(rd rawdata) bool { return rd.amountOf(q) == 6 })
+				func(rd itest.Rawdata) bool { return rd.AmountOf(q) == 6 })
 			timed("health change", func() {
 				if err := c.Agent().UpdateTTL(name+"-ttl", "", api.HealthCritical); err != nil {
 					t.Fatal(err)
@@ -366,13 +301,13 @@ func TestE2E(t *testing.T) {
 		}
 		a.kill()
 		itest.Eventually(t, 3*time.Second, func() bool {
-			state, _, _ := tg.rawdata(t).provider("consulcatalog")
+			state := tg.Rawdata(t).Provider("consulcatalog").State
 			return state == "error"
 		}, "provider state error after the agent was killed")
-		_, lastErr, _ := tg.rawdata(t).provider("consulcatalog")
+		lastErr := tg.Rawdata(t).Provider("consulcatalog").LastError
 		t.Logf("provider error while the agent is down: %s", lastErr)
-		if rd := tg.rawdata(t); rd.Routers[router].Status != "enabled" || rd.amountOf(mw) != 12 {
-			t.Fatalf("last configuration not kept while the agent is down: router %+v amount %d", rd.Routers[router], rd.amountOf(mw))
+		if rd := tg.Rawdata(t); rd.Routers[router].Status != "enabled" || rd.AmountOf(mw) != 12 {
+			t.Fatalf("last configuration not kept while the agent is down: router %+v amount %d", rd.Routers[router], rd.AmountOf(mw))
 		}
 		held := itest.Hold(t, 14, "127.0.0.4", tg.ep)
 		if len(held) != 12 {
@@ -386,9 +321,9 @@ func TestE2E(t *testing.T) {
 		}
 		ready := time.Now()
 		itest.Eventually(t, 5*time.Second, func() bool {
-			rd := tg.rawdata(t)
-			state, _, _ := rd.provider("consulcatalog")
-			return state == "ok" && rd.amountOf(mw) == 3
+			rd := tg.Rawdata(t)
+			state := rd.Provider("consulcatalog").State
+			return state == "ok" && rd.AmountOf(mw) == 3
 		}, "amount 3 from the restarted agent")
 		done := time.Now()
 		t.Logf("agent restart: process start -> ready %v, ready -> applied %v", ready.Sub(restarted), done.Sub(ready))
@@ -406,7 +341,7 @@ func TestE2E(t *testing.T) {
 		if err := c.Agent().ServiceDeregister("db-1"); err != nil {
 			t.Fatal(err)
 		}
-		itest.Eventually(t, 2*time.Second, func() bool { _, ok := tg.rawdata(t).Routers[router]; return !ok }, "router gone after deregistration")
+		itest.Eventually(t, 2*time.Second, func() bool { _, ok := tg.Rawdata(t).Routers[router]; return !ok }, "router gone after deregistration")
 		if conn, ok := dialEcho(t, "127.0.0.3", tg.ep); ok {
 			conn.Close()
 			t.Fatal("forwarded after deregistration")

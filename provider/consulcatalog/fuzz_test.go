@@ -18,12 +18,12 @@ func FuzzBuild(f *testing.F) {
 	f.Add("traefik.tcp.routers.=x\ntraefik.tcp..=y\ntraefik.tcp.routers.r.tls=true", 1)
 	f.Fuzz(func(t *testing.T, tags string, port int) {
 		list := strings.Split(tags, "\n")
-		insts := []instance{
+		insts := []Instance{
 			{Name: "svc", ID: "a", Node: "n1", NodeAddress: "10.0.0.1", Port: port, Status: "passing", Tags: list},
 			{Name: "svc", ID: "b", Node: "n2", Address: "10.0.0.2", Port: port, Status: "warning", Tags: list},
 		}
 		opts := defaultOpts()
-		opts.Cache = &decodeCache{}
+		opts.Cache = &DecodeCache{}
 		c1, p1 := build(insts, opts)
 		c2, p2 := build(insts, opts)
 		c3, p3 := build(insts, defaultOpts())

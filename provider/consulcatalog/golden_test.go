@@ -26,7 +26,7 @@ type goldenInput struct {
 		StrictChecks     []string `json:"strictChecks"`
 		Constraints      string   `json:"constraints"`
 	} `json:"options"`
-	Instances []instance `json:"instances"`
+	Instances []Instance `json:"instances"`
 }
 
 type goldenOutput struct {

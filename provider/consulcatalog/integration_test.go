@@ -70,7 +70,7 @@ func TestAgentProvider(t *testing.T) {
 
 	until(t, msgs, 2*time.Second, "the first snapshot", func(*config.TCPConfiguration, provider.Message) bool { return true })
 
-	t.Run("register with the DESIGN §7 tags", func(t *testing.T) {
+	t.Run("register with the README's example tags", func(t *testing.T) {
 		start := time.Now()
 		register(t, c, "db", "db-1", 15432, design7...)
 		m := until(t, msgs, time.Second, "the db router", func(tcp *config.TCPConfiguration, _ provider.Message) bool { return tcp.Routers["db"] != nil })

@@ -149,7 +149,7 @@ func TestBackoffCapped(t *testing.T) {
 type fakeCatalog struct {
 	mu       sync.Mutex
 	index    uint64
-	services map[string][]instance
+	services map[string][]Instance
 	down     bool
 	changed  chan struct{} // closed on every change
 
@@ -161,10 +161,10 @@ type fakeCatalog struct {
 }
 
 func newFake() *fakeCatalog {
-	return &fakeCatalog{index: 1, services: map[string][]instance{}, changed: make(chan struct{})}
+	return &fakeCatalog{index: 1, services: map[string][]Instance{}, changed: make(chan struct{})}
 }
 
-func (f *fakeCatalog) set(name string, insts ...instance) {
+func (f *fakeCatalog) set(name string, insts ...Instance) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(insts) == 0 {
@@ -274,14 +274,14 @@ func (f *fakeCatalog) Nodes(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (f *fakeCatalog) NodeInstances(ctx context.Context, node string) ([]instance, error) {
+func (f *fakeCatalog) NodeInstances(ctx context.Context, node string) ([]Instance, error) {
 	if err := f.read(ctx); err != nil {
 		return nil, err
 	}
 	f.nodeReads.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []instance
+	var out []Instance
 	for _, insts := range f.services {
 		for _, in := range insts {
 			if in.Node == node {
@@ -293,13 +293,13 @@ func (f *fakeCatalog) NodeInstances(ctx context.Context, node string) ([]instanc
 	return out, nil
 }
 
-func (f *fakeCatalog) ServiceInstances(ctx context.Context, name string) ([]instance, error) {
+func (f *fakeCatalog) ServiceInstances(ctx context.Context, name string) ([]Instance, error) {
 	if err := f.read(ctx); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []instance
+	var out []Instance
 	for _, in := range f.services[name] {
 		in.Status = ""
 		out = append(out, in)
@@ -448,7 +448,7 @@ func TestRunFollowsChangesAndOutages(t *testing.T) {
 
 	// Back, with a change made meanwhile: reconverges.
 	f.mu.Lock()
-	f.services["db"] = []instance{inst("db", "db-9", "127.0.0.9", 5432, "passing", design7...)}
+	f.services["db"] = []Instance{inst("db", "db-9", "127.0.0.9", 5432, "passing", design7...)}
 	f.index = 1 // index went backwards (restarted agent)
 	f.mu.Unlock()
 	start = time.Now()
@@ -588,9 +588,9 @@ func TestFetchReadsPerServiceBounded(t *testing.T) {
 		name := fmt.Sprintf("svc%03d", i)
 		in := inst(name, name, "127.0.0.1", 1000+i, "passing", "traefik.tcp.routers."+name+".rule=HostSNI(`*`)")
 		in.Node = fmt.Sprintf("node%03d", i) // as many nodes as services
-		f.services[name] = []instance{in}
+		f.services[name] = []Instance{in}
 	}
-	f.services["untagged"] = []instance{{Name: "untagged", ID: "u", Node: "node000", Port: 1, Status: "passing", Tags: []string{"primary"}}}
+	f.services["untagged"] = []Instance{{Name: "untagged", ID: "u", Node: "node000", Port: 1, Status: "passing", Tags: []string{"primary"}}}
 	f.delay = 2 * time.Millisecond
 	insts, err := fetch(context.Background(), f, "traefik", 8)
 	if err != nil {
@@ -618,7 +618,7 @@ func TestFetchReadsPerNodeWhenFewerNodes(t *testing.T) {
 			f.services[name] = append(f.services[name], in)
 		}
 	}
-	f.services["untagged"] = []instance{{Name: "untagged", ID: "u", Node: "node0", Port: 1, Status: "passing", Tags: []string{"primary"}}}
+	f.services["untagged"] = []Instance{{Name: "untagged", ID: "u", Node: "node0", Port: 1, Status: "passing", Tags: []string{"primary"}}}
 	insts, err := fetch(context.Background(), f, "traefik", 8)
 	if err != nil {
 		t.Fatal(err)
@@ -645,7 +645,7 @@ func TestFetchReadsPerNodeWhenFewerNodes(t *testing.T) {
 // TestFetchNodeChecks checks that a node-level check applies to every
 // instance on its node.
 func TestFetchNodeChecks(t *testing.T) {
-	insts := []instance{
+	insts := []Instance{
 		{Name: "a", ID: "a1", Node: "n1", Port: 1, Tags: []string{"traefik.tcp.routers.a.rule=HostSNI(`*`)"}},
 		{Name: "a", ID: "a2", Node: "n2", Port: 1, Tags: []string{"traefik.tcp.routers.a.rule=HostSNI(`*`)"}},
 	}
@@ -669,7 +669,7 @@ func TestFetchNodeChecks(t *testing.T) {
 
 // checksCatalog serves fixed instances (one service) and checks.
 type checksCatalog struct {
-	insts  []instance
+	insts  []Instance
 	checks api.HealthChecks
 }
 
@@ -680,8 +680,8 @@ func (c checksCatalog) HealthIndex(context.Context, uint64, time.Duration) (uint
 	return 1, nil
 }
 func (c checksCatalog) Nodes(context.Context) ([]string, error) { return []string{"n1", "n2"}, nil }
-func (c checksCatalog) NodeInstances(_ context.Context, node string) ([]instance, error) {
-	var out []instance
+func (c checksCatalog) NodeInstances(_ context.Context, node string) ([]Instance, error) {
+	var out []Instance
 	for _, in := range c.insts {
 		if in.Node == node {
 			out = append(out, in)
@@ -689,7 +689,7 @@ func (c checksCatalog) NodeInstances(_ context.Context, node string) ([]instance
 	}
 	return out, nil
 }
-func (c checksCatalog) ServiceInstances(context.Context, string) ([]instance, error) {
+func (c checksCatalog) ServiceInstances(context.Context, string) ([]Instance, error) {
 	return c.insts, nil
 }
 func (c checksCatalog) Checks(context.Context) (api.HealthChecks, error) { return c.checks, nil }
@@ -700,7 +700,7 @@ func TestFetchFailsWhole(t *testing.T) {
 		name := fmt.Sprintf("svc%02d", i)
 		in := inst(name, name, "127.0.0.1", 1, "passing", "traefik.tcp.routers.r.rule=HostSNI(`*`)")
 		in.Node = name
-		f.services[name] = []instance{in}
+		f.services[name] = []Instance{in}
 	}
 	f.delay = time.Millisecond
 	go func() { time.Sleep(3 * time.Millisecond); f.setDown(true) }()

@@ -13,8 +13,8 @@ import (
 
 // running returns a running container without health check on the bridge
 // network with IP ip, exposing the given TCP ports.
-func running(name, ip string, lbls map[string]string, ports ...int) containerData {
-	c := containerData{
+func running(name, ip string, lbls map[string]string, ports ...int) Container {
+	c := Container{
 		ID:          "id-" + name,
 		Name:        name,
 		Labels:      lbls,
@@ -23,17 +23,17 @@ func running(name, ip string, lbls map[string]string, ports ...int) containerDat
 		Networks:    map[string]string{"bridge": ip},
 	}
 	for _, p := range ports {
-		c.Ports = append(c.Ports, portData{Port: p, Proto: "tcp"})
+		c.Ports = append(c.Ports, Port{Port: p, Proto: "tcp"})
 	}
 	return c
 }
 
-func with(c containerData, f func(*containerData)) containerData {
+func with(c Container, f func(*Container)) Container {
 	f(&c)
 	return c
 }
 
-// dbLabels are the labels of DESIGN.md §1 (router, middleware, service port).
+// dbLabels are the README's Docker label example (router, middleware, service port).
 func dbLabels() map[string]string {
 	return map[string]string{
 		"traefik.tcp.routers.db.rule":                          "HostSNI(`*`)",
@@ -66,20 +66,20 @@ func tcp(routers map[string]*config.TCPRouter, services map[string]*config.TCPSe
 	return &config.Dynamic{TCP: &config.TCPConfiguration{Routers: routers, Services: services, Middlewares: mws}}
 }
 
-func defaults() buildOptions { return buildOptions{ExposedByDefault: true} }
+func defaults() Options { return Options{ExposedByDefault: true} }
 
 func TestBuild(t *testing.T) {
 	tests := []struct {
 		name       string
-		containers []containerData
-		opts       buildOptions
+		containers []Container
+		opts       Options
 		want       *config.Dynamic
 		// wantProblems are substrings, one per expected problem, in order.
 		wantProblems []string
 	}{
 		{
-			name:       "DESIGN example: router, middleware, service with label port",
-			containers: []containerData{running("pg", "172.17.0.2", dbLabels(), 5432, 9187)},
+			name:       "README example: router, middleware, service with label port",
+			containers: []Container{running("pg", "172.17.0.2", dbLabels(), 5432, 9187)},
 			opts:       defaults(),
 			want: tcp(
 				map[string]*config.TCPRouter{"db": {Rule: "HostSNI(`*`)", EntryPoints: []string{"db"}, Middlewares: []string{"db-limit"}, Service: "db"}},
@@ -89,7 +89,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name:       "auto service named after the container, lowest exposed TCP port",
-			containers: []containerData{with(running("my_db.1", "172.17.0.3", routerOnly(), 9000, 5432), func(c *containerData) { c.Ports = append(c.Ports, portData{Port: 53, Proto: "udp"}) })},
+			containers: []Container{with(running("my_db.1", "172.17.0.3", routerOnly(), 9000, 5432), func(c *Container) { c.Ports = append(c.Ports, Port{Port: 53, Proto: "udp"}) })},
 			opts:       defaults(),
 			want: tcp(
 				map[string]*config.TCPRouter{"r": router("my-db-1")},
@@ -99,7 +99,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "auto service of a compose container is <service>-<project>",
-			containers: []containerData{running("demo_db_1", "172.18.0.2", map[string]string{
+			containers: []Container{running("demo_db_1", "172.18.0.2", map[string]string{
 				"traefik.tcp.routers.r.rule": "HostSNI(`*`)",
 				"com.docker.compose.service": "db",
 				"com.docker.compose.project": "My_Demo",
@@ -113,7 +113,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "label port wins over exposed ports",
-			containers: []containerData{running("c", "10.0.0.2", map[string]string{
+			containers: []Container{running("c", "10.0.0.2", map[string]string{
 				"traefik.tcp.routers.r.rule":                      "HostSNI(`*`)",
 				"traefik.tcp.services.s.loadbalancer.server.port": "7000",
 			}, 80)},
@@ -122,35 +122,35 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name:         "no port at all skips the container",
-			containers:   []containerData{running("noport", "10.0.0.2", routerOnly())},
+			containers:   []Container{running("noport", "10.0.0.2", routerOnly())},
 			opts:         defaults(),
 			wantProblems: []string{`container "noport": service "noport": no port`},
 		},
 		{
 			name: "traefik.docker.network picks the network",
-			containers: []containerData{with(running("c", "", map[string]string{
+			containers: []Container{with(running("c", "", map[string]string{
 				"traefik.tcp.routers.r.rule": "HostSNI(`*`)",
 				"traefik.docker.network":     "back",
-			}, 5432), func(c *containerData) {
+			}, 5432), func(c *Container) {
 				c.Networks = map[string]string{"a-front": "10.1.0.2", "back": "10.2.0.2", "z": "10.3.0.2"}
 			})},
-			opts: buildOptions{ExposedByDefault: true, Network: "z"},
+			opts: Options{ExposedByDefault: true, Network: "z"},
 			want: tcp(map[string]*config.TCPRouter{"r": router("c")}, map[string]*config.TCPService{"c": svc("10.2.0.2:5432")}, nil),
 		},
 		{
 			name: "provider network when no label",
-			containers: []containerData{with(running("c", "", routerOnly(), 5432), func(c *containerData) {
+			containers: []Container{with(running("c", "", routerOnly(), 5432), func(c *Container) {
 				c.Networks = map[string]string{"a-front": "10.1.0.2", "back": "10.2.0.2", "z": "10.3.0.2"}
 			})},
-			opts: buildOptions{ExposedByDefault: true, Network: "z"},
+			opts: Options{ExposedByDefault: true, Network: "z"},
 			want: tcp(map[string]*config.TCPRouter{"r": router("c")}, map[string]*config.TCPService{"c": svc("10.3.0.2:5432")}, nil),
 		},
 		{
 			name: "first network by name when none is set or the named one is missing",
-			containers: []containerData{with(running("c", "", map[string]string{
+			containers: []Container{with(running("c", "", map[string]string{
 				"traefik.tcp.routers.r.rule": "HostSNI(`*`)",
 				"traefik.docker.network":     "missing",
-			}, 5432), func(c *containerData) {
+			}, 5432), func(c *Container) {
 				c.Networks = map[string]string{"zz": "10.9.0.2", "b": "10.2.0.2", "a": ""}
 			})},
 			opts: defaults(),
@@ -158,7 +158,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "IPv6-only network address is bracketed",
-			containers: []containerData{with(running("c", "", routerOnly(), 5432), func(c *containerData) {
+			containers: []Container{with(running("c", "", routerOnly(), 5432), func(c *Container) {
 				c.Networks = map[string]string{"v6": "fd00::2"}
 			})},
 			opts: defaults(),
@@ -166,7 +166,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "host network mode reaches the container on loopback",
-			containers: []containerData{with(running("h", "", routerOnly(), 6000), func(c *containerData) {
+			containers: []Container{with(running("h", "", routerOnly(), 6000), func(c *Container) {
 				c.NetworkMode = "host"
 				c.Networks = map[string]string{"host": ""}
 			})},
@@ -175,7 +175,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "network mode none has no address",
-			containers: []containerData{with(running("n", "", routerOnly(), 6000), func(c *containerData) {
+			containers: []Container{with(running("n", "", routerOnly(), 6000), func(c *Container) {
 				c.NetworkMode = "none"
 				c.Networks = map[string]string{"none": ""}
 			})},
@@ -184,47 +184,47 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "useBindPortIP uses a concrete host binding",
-			containers: []containerData{with(running("b", "172.17.0.5", routerOnly()), func(c *containerData) {
-				c.Ports = []portData{{Port: 5432, Proto: "tcp", Bindings: []binding{{HostIP: "0.0.0.0", HostPort: "1"}, {HostIP: "192.168.1.10", HostPort: "15432"}}}}
+			containers: []Container{with(running("b", "172.17.0.5", routerOnly()), func(c *Container) {
+				c.Ports = []Port{{Port: 5432, Proto: "tcp", Bindings: []Binding{{HostIP: "0.0.0.0", HostPort: "1"}, {HostIP: "192.168.1.10", HostPort: "15432"}}}}
 			})},
-			opts: buildOptions{ExposedByDefault: true, UseBindPortIP: true},
+			opts: Options{ExposedByDefault: true, UseBindPortIP: true},
 			want: tcp(map[string]*config.TCPRouter{"r": router("b")}, map[string]*config.TCPService{"b": svc("192.168.1.10:15432")}, nil),
 		},
 		{
 			name: "useBindPortIP falls back on the container IP for 0.0.0.0 bindings",
-			containers: []containerData{with(running("b", "172.17.0.5", routerOnly()), func(c *containerData) {
-				c.Ports = []portData{{Port: 5432, Proto: "tcp", Bindings: []binding{{HostIP: "0.0.0.0", HostPort: "15432"}}}}
+			containers: []Container{with(running("b", "172.17.0.5", routerOnly()), func(c *Container) {
+				c.Ports = []Port{{Port: 5432, Proto: "tcp", Bindings: []Binding{{HostIP: "0.0.0.0", HostPort: "15432"}}}}
 			})},
-			opts: buildOptions{ExposedByDefault: true, UseBindPortIP: true},
+			opts: Options{ExposedByDefault: true, UseBindPortIP: true},
 			want: tcp(map[string]*config.TCPRouter{"r": router("b")}, map[string]*config.TCPService{"b": svc("172.17.0.5:5432")}, nil),
 		},
 		{
 			name: "unhealthy, starting, exited, paused and created containers are excluded",
-			containers: []containerData{
-				with(running("unhealthy", "10.0.0.1", routerOnly(), 1), func(c *containerData) { c.Health = "unhealthy" }),
-				with(running("starting", "10.0.0.2", routerOnly(), 1), func(c *containerData) { c.Health = "starting" }),
-				with(running("exited", "", routerOnly(), 1), func(c *containerData) { c.State = "exited" }),
-				with(running("paused", "10.0.0.4", routerOnly(), 1), func(c *containerData) { c.State = "paused" }),
-				with(running("created", "", routerOnly(), 1), func(c *containerData) { c.State = "created" }),
+			containers: []Container{
+				with(running("unhealthy", "10.0.0.1", routerOnly(), 1), func(c *Container) { c.Health = "unhealthy" }),
+				with(running("starting", "10.0.0.2", routerOnly(), 1), func(c *Container) { c.Health = "starting" }),
+				with(running("exited", "", routerOnly(), 1), func(c *Container) { c.State = "exited" }),
+				with(running("paused", "10.0.0.4", routerOnly(), 1), func(c *Container) { c.State = "paused" }),
+				with(running("created", "", routerOnly(), 1), func(c *Container) { c.State = "created" }),
 			},
 			opts: defaults(),
 			want: nil,
 		},
 		{
 			name: "healthy container is served",
-			containers: []containerData{
-				with(running("ok", "10.0.0.1", routerOnly(), 1), func(c *containerData) { c.Health = "healthy" }),
+			containers: []Container{
+				with(running("ok", "10.0.0.1", routerOnly(), 1), func(c *Container) { c.Health = "healthy" }),
 			},
 			opts: defaults(),
 			want: tcp(map[string]*config.TCPRouter{"r": router("ok")}, map[string]*config.TCPService{"ok": svc("10.0.0.1:1")}, nil),
 		},
 		{
 			name: "allowEmptyServices keeps unhealthy and stopped replicas as services without servers",
-			containers: []containerData{
-				with(running("a", "10.0.0.1", dbLabels(), 5432), func(c *containerData) { c.Health = "unhealthy" }),
-				with(running("b", "", dbLabels(), 5432), func(c *containerData) { c.State = "exited"; c.Networks = nil }),
+			containers: []Container{
+				with(running("a", "10.0.0.1", dbLabels(), 5432), func(c *Container) { c.Health = "unhealthy" }),
+				with(running("b", "", dbLabels(), 5432), func(c *Container) { c.State = "exited"; c.Networks = nil }),
 			},
-			opts: buildOptions{ExposedByDefault: true, AllowEmptyServices: true},
+			opts: Options{ExposedByDefault: true, AllowEmptyServices: true},
 			want: tcp(
 				map[string]*config.TCPRouter{"db": {Rule: "HostSNI(`*`)", EntryPoints: []string{"db"}, Middlewares: []string{"db-limit"}, Service: "db"}},
 				map[string]*config.TCPService{"db": {LoadBalancer: &config.TCPServersLoadBalancer{}}},
@@ -233,46 +233,46 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "allowEmptyServices: a healthy replica's server next to an unhealthy one",
-			containers: []containerData{
-				with(running("a", "10.0.0.1", routerOnly(), 1), func(c *containerData) {
+			containers: []Container{
+				with(running("a", "10.0.0.1", routerOnly(), 1), func(c *Container) {
 					c.Health = "unhealthy"
 					c.Labels = map[string]string{"traefik.tcp.routers.r.rule": "HostSNI(`*`)", "traefik.tcp.routers.r.service": "s", "traefik.tcp.services.s.loadbalancer.server.port": "1"}
 				}),
 				running("b", "10.0.0.2", map[string]string{"traefik.tcp.routers.r.rule": "HostSNI(`*`)", "traefik.tcp.routers.r.service": "s", "traefik.tcp.services.s.loadbalancer.server.port": "1"}),
 			},
-			opts: buildOptions{ExposedByDefault: true, AllowEmptyServices: true},
+			opts: Options{ExposedByDefault: true, AllowEmptyServices: true},
 			want: tcp(map[string]*config.TCPRouter{"r": router("s")}, map[string]*config.TCPService{"s": svc("10.0.0.2:1")}, nil),
 		},
 		{
 			name: "traefik.docker.allownonrunning keeps a stopped container's routers without a server",
-			containers: []containerData{
-				with(running("stopped", "", map[string]string{"traefik.tcp.routers.r.rule": "HostSNI(`*`)", "traefik.docker.allownonrunning": "true"}, 1), func(c *containerData) { c.State = "exited" }),
+			containers: []Container{
+				with(running("stopped", "", map[string]string{"traefik.tcp.routers.r.rule": "HostSNI(`*`)", "traefik.docker.allownonrunning": "true"}, 1), func(c *Container) { c.State = "exited" }),
 			},
 			opts: defaults(),
 			want: tcp(map[string]*config.TCPRouter{"r": router("stopped")}, map[string]*config.TCPService{"stopped": {LoadBalancer: &config.TCPServersLoadBalancer{}}}, nil),
 		},
 		{
 			name: "traefik.enable and exposedByDefault",
-			containers: []containerData{
+			containers: []Container{
 				running("off", "10.0.0.1", map[string]string{"traefik.enable": "false", "traefik.tcp.routers.off.rule": "HostSNI(`*`)"}, 1),
 				running("default", "10.0.0.2", map[string]string{"traefik.tcp.routers.default.rule": "HostSNI(`*`)"}, 1),
 				running("on", "10.0.0.3", map[string]string{"traefik.enable": "true", "traefik.tcp.routers.on.rule": "HostSNI(`*`)"}, 1),
 			},
-			opts: buildOptions{ExposedByDefault: false},
+			opts: Options{ExposedByDefault: false},
 			want: tcp(map[string]*config.TCPRouter{"on": router("on")}, map[string]*config.TCPService{"on": svc("10.0.0.3:1")}, nil),
 		},
 		{
 			name: "constraints filter containers",
-			containers: []containerData{
+			containers: []Container{
 				running("a", "10.0.0.1", map[string]string{"env": "prod", "traefik.tcp.routers.a.rule": "HostSNI(`*`)"}, 1),
 				running("b", "10.0.0.2", map[string]string{"env": "dev", "traefik.tcp.routers.b.rule": "HostSNI(`*`)"}, 1),
 			},
-			opts: buildOptions{ExposedByDefault: true, Match: func(l map[string]string) bool { return l["env"] == "prod" }},
+			opts: Options{ExposedByDefault: true, Match: func(l map[string]string) bool { return l["env"] == "prod" }},
 			want: tcp(map[string]*config.TCPRouter{"a": router("a")}, map[string]*config.TCPService{"a": svc("10.0.0.1:1")}, nil),
 		},
 		{
 			name: "router without rule is dropped, the service stays",
-			containers: []containerData{running("c", "10.0.0.1", map[string]string{
+			containers: []Container{running("c", "10.0.0.1", map[string]string{
 				"traefik.tcp.routers.norule.entrypoints": "db",
 				"traefik.tcp.routers.ok.rule":            "HostSNI(`*`)",
 			}, 1)},
@@ -282,7 +282,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "router without service is dropped when the container has several services",
-			containers: []containerData{running("c", "10.0.0.1", map[string]string{
+			containers: []Container{running("c", "10.0.0.1", map[string]string{
 				"traefik.tcp.routers.r.rule":                       "HostSNI(`*`)",
 				"traefik.tcp.routers.linked.rule":                  "HostSNI(`*`)",
 				"traefik.tcp.routers.linked.service":               "s2",
@@ -299,7 +299,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "two replicas with identical labels merge into one service",
-			containers: []containerData{
+			containers: []Container{
 				running("db-2", "172.17.0.3", dbLabels(), 5432),
 				running("db-1", "172.17.0.2", dbLabels(), 5432),
 			},
@@ -312,7 +312,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "conflicting routers and middlewares are dropped naming both containers",
-			containers: []containerData{
+			containers: []Container{
 				running("a", "10.0.0.1", map[string]string{
 					"traefik.tcp.routers.r.rule":                      "HostSNI(`*`)",
 					"traefik.tcp.routers.r.service":                   "s",
@@ -330,23 +330,23 @@ func TestBuild(t *testing.T) {
 			opts: defaults(),
 			want: tcp(nil, map[string]*config.TCPService{"s": svc("10.0.0.1:1", "10.0.0.2:1")}, nil),
 			wantProblems: []string{
-				`router "r" is defined differently by containers "a" and "b": dropped`,
-				`middleware "m" is defined differently by containers "a" and "b": dropped`,
+				`tcp router "r" is defined differently by container "a" and container "b"; dropping it`,
+				`tcp middleware "m" is defined differently by container "a" and container "b"; dropping it`,
 			},
 		},
 		{
 			name: "services that differ beyond their servers conflict",
-			containers: []containerData{
+			containers: []Container{
 				running("a", "10.0.0.1", map[string]string{"traefik.tcp.services.s.loadbalancer.server.port": "1"}),
 				running("b", "10.0.0.2", map[string]string{"traefik.tcp.services.s.loadbalancer.server.port": "1", "traefik.tcp.services.s.loadbalancer.proxyprotocol": "true"}),
 			},
 			opts:         defaults(),
 			want:         nil,
-			wantProblems: []string{`service "s" is defined differently by containers "a" and "b": dropped`},
+			wantProblems: []string{`tcp service "s" is defined differently by container "a" and container "b"; dropping it`},
 		},
 		{
 			name: "a bad label excludes only its container and names container and key",
-			containers: []containerData{
+			containers: []Container{
 				running("bad", "10.0.0.1", map[string]string{"traefik.tcp.routers.bad.rule": "HostSNI(`*`)", "traefik.tcp.middlewares.m.inflightconn.amount": "abc"}, 1),
 				running("good", "10.0.0.2", map[string]string{"traefik.tcp.routers.good.rule": "HostSNI(`*`)"}, 1),
 			},
@@ -356,7 +356,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "a bad knob label excludes the container",
-			containers: []containerData{
+			containers: []Container{
 				running("bad", "10.0.0.1", map[string]string{"traefik.enable": "maybe", "traefik.tcp.routers.bad.rule": "HostSNI(`*`)"}, 1),
 			},
 			opts:         defaults(),
@@ -364,19 +364,19 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name:       "containers without TCP labels are ignored",
-			containers: []containerData{running("plain", "10.0.0.1", map[string]string{"maintainer": "x", "traefik.http.routers.r.rule": "Host(`x`)"}, 80)},
+			containers: []Container{running("plain", "10.0.0.1", map[string]string{"maintainer": "x", "traefik.http.routers.r.rule": "Host(`x`)"}, 80)},
 			opts:       defaults(),
 			want:       nil,
 		},
 		{
 			name:       "a middleware-only container contributes its middleware",
-			containers: []containerData{running("mw", "10.0.0.1", map[string]string{"traefik.tcp.middlewares.allow.ipallowlist.sourcerange": "10.0.0.0/8, 127.0.0.1"})},
+			containers: []Container{running("mw", "10.0.0.1", map[string]string{"traefik.tcp.middlewares.allow.ipallowlist.sourcerange": "10.0.0.0/8, 127.0.0.1"})},
 			opts:       defaults(),
 			want:       tcp(nil, nil, map[string]*config.TCPMiddleware{"allow": {IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"10.0.0.0/8", "127.0.0.1"}}}}),
 		},
 		{
 			name:         "a service declared only as weighted is refused",
-			containers:   []containerData{running("w", "10.0.0.1", map[string]string{"traefik.tcp.services.s.weighted.services.0.name": "x"}, 1)},
+			containers:   []Container{running("w", "10.0.0.1", map[string]string{"traefik.tcp.services.s.weighted.services.0.name": "x"}, 1)},
 			opts:         defaults(),
 			wantProblems: []string{`container "w": service "s" has no loadBalancer`},
 		},
@@ -406,7 +406,7 @@ func TestBuild(t *testing.T) {
 }
 
 func TestBuildIsDeterministic(t *testing.T) {
-	cs := []containerData{
+	cs := []Container{
 		running("c", "10.0.0.3", dbLabels(), 5432),
 		running("a", "10.0.0.1", dbLabels(), 5432),
 		running("b", "10.0.0.2", dbLabels(), 5432),
@@ -424,33 +424,17 @@ func TestBuildIsDeterministic(t *testing.T) {
 	}
 }
 
-func TestNormalize(t *testing.T) {
-	for in, want := range map[string]string{
-		"db":          "db",
-		"/db":         "db",
-		"my_db.1":     "my-db-1",
-		"db_My_Demo":  "db-My-Demo",
-		"a--b__c":     "a-b-c",
-		"-x-":         "x",
-		"ünïcode_svc": "ünïcode-svc",
-	} {
-		if got := normalize(in); got != want {
-			t.Errorf("normalize(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestConstraintsExpression(t *testing.T) {
 	match, err := parseConstraints("Label(`env`, `prod`) && !LabelRegex(`team`, `^ops`)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := []containerData{
+	cs := []Container{
 		running("a", "10.0.0.1", map[string]string{"env": "prod", "team": "db", "traefik.tcp.routers.a.rule": "HostSNI(`*`)"}, 1),
 		running("b", "10.0.0.2", map[string]string{"env": "prod", "team": "ops-1", "traefik.tcp.routers.b.rule": "HostSNI(`*`)"}, 1),
 		running("c", "10.0.0.3", map[string]string{"env": "dev", "traefik.tcp.routers.c.rule": "HostSNI(`*`)"}, 1),
 	}
-	got, _ := build(cs, buildOptions{ExposedByDefault: true, Match: match})
+	got, _ := build(cs, Options{ExposedByDefault: true, Match: match})
 	if got == nil || len(got.TCP.Routers) != 1 || got.TCP.Routers["a"] == nil {
 		t.Fatalf("routers = %+v, want only a", got)
 	}

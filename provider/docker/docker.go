@@ -1,10 +1,11 @@
 // Package docker is the Docker provider: it reads the labels of the
 // containers of one Docker engine and emits tollgate's dynamic configuration.
 //
-// The provider is split as DESIGN.md §1 asks: fetch (this file) talks to the
-// engine through the narrow dockerAPI interface and turns inspect answers
-// into containerData; build (build.go) is a pure function from containers to
-// configuration, table-tested without an engine.
+// The provider is split as ARCHITECTURE.md asks: fetch (this file) talks to
+// the engine through the narrow dockerAPI interface and turns inspect answers
+// into Containers; Build (build.go) is a pure function from containers to
+// configuration, table-tested without an engine and shared with `tollgate
+// check`.
 //
 // Run is level-triggered. Container events (start, die, stop, kill, destroy,
 // pause, unpause, rename, health_status, create) are only wake-ups: after one,
@@ -80,7 +81,7 @@ type Provider struct {
 	endpoint string
 	api      dockerAPI
 	closer   func() error
-	opts     buildOptions
+	opts     Options
 	log      zerolog.Logger
 }
 
@@ -307,7 +308,7 @@ func (s *session) send(ctx context.Context, msg provider.Message) bool {
 
 // fetch lists the containers (all states) and inspects those that carry a
 // `traefik.` label: the others can contribute nothing.
-func fetch(ctx context.Context, api dockerAPI) ([]containerData, error) {
+func fetch(ctx context.Context, api dockerAPI) ([]Container, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	list, err := api.ContainerList(ctx, container.ListOptions{All: true})
@@ -320,7 +321,7 @@ func fetch(ctx context.Context, api dockerAPI) ([]containerData, error) {
 			ids = append(ids, c.ID)
 		}
 	}
-	out := make([]containerData, len(ids))
+	out := make([]Container, len(ids))
 	keep := make([]bool, len(ids))
 	errs := make([]error, len(ids))
 	sem := make(chan struct{}, inspectWorkers)
@@ -369,10 +370,10 @@ func hasTraefikLabel(m map[string]string) bool {
 	return false
 }
 
-// parseInspect turns an inspect answer into containerData. A container that
+// parseInspect turns an inspect answer into Container. A container that
 // shares another's network stack ("container:<id>") takes that one's networks.
-func parseInspect(ctx context.Context, api dockerAPI, ins container.InspectResponse) (containerData, error) {
-	var d containerData
+func parseInspect(ctx context.Context, api dockerAPI, ins container.InspectResponse) (Container, error) {
+	var d Container
 	if ins.ContainerJSONBase == nil {
 		return d, nil
 	}
@@ -394,9 +395,9 @@ func parseInspect(ctx context.Context, api dockerAPI, ins container.InspectRespo
 	if ns != nil {
 		d.Networks = networksOf(ns)
 		for port, bindings := range ns.Ports {
-			pd := portData{Port: port.Int(), Proto: port.Proto()}
+			pd := Port{Port: port.Int(), Proto: port.Proto()}
 			for _, b := range bindings {
-				pd.Bindings = append(pd.Bindings, binding{HostIP: b.HostIP, HostPort: b.HostPort})
+				pd.Bindings = append(pd.Bindings, Binding{HostIP: b.HostIP, HostPort: b.HostPort})
 			}
 			d.Ports = append(d.Ports, pd)
 		}
@@ -404,7 +405,7 @@ func parseInspect(ctx context.Context, api dockerAPI, ins container.InspectRespo
 	if len(d.Ports) == 0 && ins.Config != nil {
 		// A stopped container has no NetworkSettings.Ports; keep what it exposes.
 		for port := range ins.Config.ExposedPorts {
-			d.Ports = append(d.Ports, portData{Port: port.Int(), Proto: port.Proto()})
+			d.Ports = append(d.Ports, Port{Port: port.Int(), Proto: port.Proto()})
 		}
 	}
 	if other, ok := strings.CutPrefix(d.NetworkMode, "container:"); ok && d.State == "running" {

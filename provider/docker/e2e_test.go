@@ -2,12 +2,9 @@ package docker
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -45,7 +42,7 @@ func startGate(t *testing.T, extra ...string) *gate {
 	return g
 }
 
-// labels returns the labels of DESIGN.md §7 with a router and a service port,
+// labels returns the README's documented label example with a router and a service port,
 // plus the test label. amount <= 0 leaves the middleware out.
 func (g *gate) labels(router, service, mw string, amount int) map[string]string {
 	l := map[string]string{
@@ -106,12 +103,6 @@ func alive(c net.Conn) bool {
 	return err == nil && line == "ping\n"
 }
 
-func closeAll(cs []net.Conn) {
-	for _, c := range cs {
-		c.Close()
-	}
-}
-
 // holdN opens n connections from src and requires each to get want.
 func holdN(t *testing.T, n int, src, addr, want string) []net.Conn {
 	t.Helper()
@@ -120,26 +111,11 @@ func holdN(t *testing.T, n int, src, addr, want string) []net.Conn {
 		c, b := dial(t, src, addr)
 		cs = append(cs, c)
 		if b != want {
-			closeAll(cs)
+			itest.CloseAll(cs)
 			t.Fatalf("connection %d from %s: banner %q, want %q", i+1, src, b, want)
 		}
 	}
 	return cs
-}
-
-func (g *gate) rawdata(t *testing.T) map[string]any {
-	t.Helper()
-	resp, err := http.Get("http://" + g.api + "/api/rawdata")
-	if err != nil {
-		t.Fatalf("rawdata: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("rawdata: %v: %s", err, b)
-	}
-	return m
 }
 
 func TestE2EForwardLimitStopStart(t *testing.T) {
@@ -153,7 +129,7 @@ func TestE2EForwardLimitStopStart(t *testing.T) {
 
 	// amount 10 per source IP, exactly.
 	held := holdN(t, 10, "127.0.0.1", g.ep, "db-1")
-	defer func() { closeAll(held) }()
+	defer func() { itest.CloseAll(held) }()
 	if c, b := dial(t, "127.0.0.1", g.ep); b != "" {
 		c.Close()
 		t.Fatalf("11th connection from 127.0.0.1 got banner %q, want it rejected", b)
@@ -161,7 +137,7 @@ func TestE2EForwardLimitStopStart(t *testing.T) {
 		c.Close()
 	}
 	other := holdN(t, 1, "127.0.0.2", g.ep, "db-1")
-	closeAll(other)
+	itest.CloseAll(other)
 	held[0].Close()
 	held = held[1:]
 	itest.Eventually(t, 2*time.Second, func() bool {
@@ -176,7 +152,7 @@ func TestE2EForwardLimitStopStart(t *testing.T) {
 	if !strings.Contains(g.out.String(), "max number of connections reached for 127.0.0.1") {
 		t.Errorf("log lacks the rejection line for 127.0.0.1")
 	}
-	closeAll(held)
+	itest.CloseAll(held)
 	held = nil
 
 	dockerCLI(t, "stop", "-t", "2", name)
@@ -207,7 +183,7 @@ func TestE2EAmountChangeKeepsHeldCounts(t *testing.T) {
 	itest.Eventually(t, 2*time.Second, func() bool { return banner(t, g.ep) == "backend" }, "route not live")
 
 	held := holdN(t, 3, "127.0.0.1", g.ep, "backend")
-	defer func() { closeAll(held) }()
+	defer func() { itest.CloseAll(held) }()
 	if b := banner(t, g.ep); b != "" {
 		t.Fatalf("4th connection with amount 3 got %q, want rejected", b)
 	}
@@ -216,11 +192,7 @@ func TestE2EAmountChangeKeepsHeldCounts(t *testing.T) {
 	dockerCLI(t, "rm", "-f", mw1)
 	runEcho(t, "tollgate-e2e-limit5-"+g.id, mwLabels(5))
 	itest.Eventually(t, 2*time.Second, func() bool {
-		m := g.rawdata(t)
-		mws, _ := m["tcpMiddlewares"].(map[string]any)
-		l, _ := mws["limit@docker"].(map[string]any)
-		ifc, _ := l["inFlightConn"].(map[string]any)
-		return ifc != nil && ifc["amount"] == float64(5)
+		return itest.GetRawdata(t, g.api).AmountOf("limit@docker") == 5
 	}, "amount 5 not applied")
 	for i, c := range held {
 		if !alive(c) {
@@ -242,12 +214,7 @@ func TestE2ETwoReplicasAreLoadBalanced(t *testing.T) {
 	runEcho(t, "tollgate-e2e-r1-"+g.id, l, "-e", "BANNER=replica-1")
 	runEcho(t, "tollgate-e2e-r2-"+g.id, l, "-e", "BANNER=replica-2")
 	itest.Eventually(t, 2*time.Second, func() bool {
-		m := g.rawdata(t)
-		svcs, _ := m["tcpServices"].(map[string]any)
-		s, _ := svcs["db@docker"].(map[string]any)
-		lb, _ := s["loadBalancer"].(map[string]any)
-		servers, _ := lb["servers"].([]any)
-		return len(servers) == 2
+		return len(itest.GetRawdata(t, g.api).Services["db@docker"].LoadBalancer.Servers) == 2
 	}, "service db@docker does not have two servers")
 	// A replica's process may listen a moment after its container starts; until
 	// then its dials fail over to the other replica. Poll until a window of 10
@@ -272,18 +239,16 @@ func TestE2EBadLabelIsReported(t *testing.T) {
 	badName := runEcho(t, "tollgate-e2e-bad-"+g.id, bad)
 	key := "traefik.tcp.middlewares.lim.inflightconn.amount"
 	itest.Eventually(t, 2*time.Second, func() bool {
-		b, _ := json.Marshal(g.rawdata(t)["providers"])
-		s := string(b)
+		s := strings.Join(itest.GetRawdata(t, g.api).Provider(Name).Problems, "\n")
 		return strings.Contains(s, badName) && strings.Contains(s, key)
-	}, "/api/rawdata providers do not name container %s and label %s: %v", badName, key, g.rawdata(t)["providers"])
+	}, "/api/rawdata providers do not name container %s and label %s: %v", badName, key, itest.GetRawdata(t, g.api).Providers)
 	if out := g.out.String(); !strings.Contains(out, badName) || !strings.Contains(out, key) {
 		t.Errorf("log does not name container %s and label %s", badName, key)
 	}
 	if b := banner(t, g.ep); b != "good" {
 		t.Fatalf("the good container is not served next to the bad one: banner %q", b)
 	}
-	routers, _ := g.rawdata(t)["tcpRouters"].(map[string]any)
-	if _, ok := routers["other@docker"]; ok {
+	if _, ok := itest.GetRawdata(t, g.api).Routers["other@docker"]; ok {
 		t.Fatalf("router of the container with a bad label is in the configuration")
 	}
 }
@@ -291,15 +256,19 @@ func TestE2EBadLabelIsReported(t *testing.T) {
 // routed reports whether the applied configuration (/api/rawdata) has
 // router db@docker enabled with the server addr.
 func (g *gate) routed(t *testing.T, addr string) bool {
-	m := g.rawdata(t)
-	routers, _ := m["tcpRouters"].(map[string]any)
-	r, _ := routers["db@docker"].(map[string]any)
-	if r == nil || r["status"] != "enabled" {
+	rd := itest.GetRawdata(t, g.api)
+	if r, ok := rd.Routers["db@docker"]; !ok || r.Status != "enabled" {
 		return false
 	}
-	svcs, _ := m["tcpServices"].(map[string]any)
-	b, _ := json.Marshal(svcs["db@docker"])
-	return addr == "" || strings.Contains(string(b), `"`+addr+`"`)
+	if addr == "" {
+		return true
+	}
+	for _, s := range rd.Services["db@docker"].LoadBalancer.Servers {
+		if s.Address == addr {
+			return true
+		}
+	}
+	return false
 }
 
 // TestE2EPropagationLatency measures, through the binary, the time from

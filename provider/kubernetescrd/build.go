@@ -59,10 +59,9 @@ func build(mws []MiddlewareTCP, routes []IngressRouteTCP, k cluster) (*config.Dy
 	for _, m := range mws {
 		id := makeID(m.Namespace, m.Name)
 		spec := m.Spec
+		// Ranges (a negative amount) are the middleware's own rule: the proxy
+		// disables the middleware, and its routers, with the error.
 		tcp.Middlewares[id] = copyMiddleware(&spec)
-		if ic := spec.InFlightConn; ic != nil && ic.Amount < 0 {
-			problems = append(problems, fmt.Sprintf("MiddlewareTCP %q: inFlightConn.amount %d must not be negative (is the CRD's schema applied?)", m.Namespace+"/"+m.Name, ic.Amount))
-		}
 	}
 
 	routes = sortedRoutes(routes)

@@ -249,7 +249,7 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
-			name:   "negative amount past validation: middleware kept (the proxy disables it and its routers), problem names it",
+			name:   "negative amount past validation: middleware kept as written (the proxy disables it and its routers)",
 			mws:    []MiddlewareTCP{inflight("default", "bad", -1)},
 			routes: []IngressRouteTCP{{Namespace: "default", Name: "empty"}, {Namespace: "default", Name: "nomatch", Spec: IngressRouteTCPSpec{Routes: []RouteTCP{{}}}}},
 			want: &config.TCPConfiguration{
@@ -258,7 +258,6 @@ func TestBuild(t *testing.T) {
 				Middlewares: map[string]*config.TCPMiddleware{"default-bad": {InFlightConn: &config.TCPInFlightConn{Amount: -1}}},
 			},
 			problems: []string{
-				`MiddlewareTCP "default/bad": inFlightConn.amount -1 must not be negative`,
 				`IngressRouteTCP "default/empty": no routes`,
 				`IngressRouteTCP "default/nomatch" routes[0]: empty match rule`,
 			},

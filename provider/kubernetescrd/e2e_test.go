@@ -1,13 +1,11 @@
 package kubernetescrd
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +16,8 @@ import (
 
 // tollgate is the real binary running as a subprocess, stopped by PID.
 type tollgate struct {
-	api string
-	ep  string
-	out *itest.Buffer
+	*itest.Tollgate
+	ep string
 }
 
 // startTollgate runs tollgate with one entry point "db" and the Kubernetes
@@ -41,81 +38,11 @@ func startTollgate(t *testing.T, k *kubetest.Server, ns string) *tollgate {
 		"--providers.kubernetesCRD.namespaces="+ns,
 		"--log.level=INFO",
 	)
-	tg.api, tg.out = g.API, g.Out
+	tg.Tollgate = g
 	return tg
 }
 
 func freeAddr(t *testing.T) string { return itest.FreeAddr(t) }
-
-// rawdata is the part of /api/rawdata the tests read.
-type rawdata struct {
-	Routers map[string]struct {
-		Service     string   `json:"service"`
-		Middlewares []string `json:"middlewares"`
-		Status      string   `json:"status"`
-		Err         []string `json:"error"`
-	} `json:"tcpRouters"`
-	Services map[string]struct {
-		LoadBalancer struct {
-			Servers []struct {
-				Address string `json:"address"`
-			} `json:"servers"`
-		} `json:"loadBalancer"`
-		Status string `json:"status"`
-	} `json:"tcpServices"`
-	Middlewares map[string]struct {
-		InFlightConn *struct {
-			Amount int64 `json:"amount"`
-		} `json:"inFlightConn"`
-		Status string `json:"status"`
-	} `json:"tcpMiddlewares"`
-	Providers []struct {
-		Name      string   `json:"name"`
-		State     string   `json:"state"`
-		LastError string   `json:"lastError"`
-		Problems  []string `json:"problems"`
-	} `json:"providers"`
-}
-
-func (tg *tollgate) rawdata(t *testing.T) rawdata {
-	t.Helper()
-	resp, err := http.Get("http://" + tg.api + "/api/rawdata")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var rd rawdata
-	if err := json.NewDecoder(resp.Body).Decode(&rd); err != nil {
-		t.Fatal(err)
-	}
-	return rd
-}
-
-func (rd rawdata) amountOf(name string) int64 {
-	m, ok := rd.Middlewares[name]
-	if !ok || m.InFlightConn == nil {
-		return -1
-	}
-	return m.InFlightConn.Amount
-}
-
-func (rd rawdata) serversOf(name string) string {
-	var out []string
-	for _, s := range rd.Services[name].LoadBalancer.Servers {
-		out = append(out, s.Address)
-	}
-	sort.Strings(out)
-	return strings.Join(out, ",")
-}
-
-func (rd rawdata) problems() []string {
-	for _, p := range rd.Providers {
-		if p.Name == Name {
-			return p.Problems
-		}
-	}
-	return nil
-}
 
 // localIP is an IPv4 address of this machine outside 127.0.0.0/8. The API
 // server refuses loopback (and link-local) addresses in EndpointSlices, so the
@@ -142,24 +69,10 @@ func localIP(t *testing.T) string {
 // startEcho is a backend on ip that echoes every byte.
 func startEcho(t *testing.T, ip string) (addr string, port int) {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
-	return ln.Addr().String(), ln.Addr().(*net.TCPAddr).Port
+	addr = itest.EchoServer(t, net.JoinHostPort(ip, "0"))
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ = strconv.Atoi(p)
+	return addr, port
 }
 
 // dialEcho opens a connection from src to addr and reports whether a byte
@@ -178,8 +91,8 @@ func dialEcho(src, addr string) (net.Conn, bool) {
 	return c, true
 }
 
-// TestE2E runs the tollgate binary against a real kube-apiserver: the DESIGN
-// §7 MiddlewareTCP and an IngressRouteTCP on HostSNI(`*`) to a Service whose
+// TestE2E runs the tollgate binary against a real kube-apiserver: the
+// MiddlewareTCP of deploy/example.yaml (amount 10) and an IngressRouteTCP on HostSNI(`*`) to a Service whose
 // EndpointSlice names a local echo server (on the machine's own address: the
 // API server refuses 127.0.0.0/8 in EndpointSlices). The proxy forwards and admits
 // exactly 10 connections per client IP; an amount change applies to new
@@ -206,8 +119,8 @@ func TestE2E(t *testing.T) {
 	router := routeKey(ns, "db") + "@" + Name
 	mwName := makeID(ns, "test-inflightconn") + "@" + Name
 	itest.Eventually(t, 10*time.Second, func() bool {
-		rd := tg.rawdata(t)
-		return rd.Routers[router].Status == "enabled" && rd.amountOf(mwName) == 10 && rd.serversOf(router) == echo1
+		rd := tg.Rawdata(t)
+		return rd.Routers[router].Status == "enabled" && rd.AmountOf(mwName) == 10 && rd.ServersOf(router) == echo1
 	}, "router %s enabled with amount 10 and server %s in /api/rawdata", router, echo1)
 	t.Logf("tollgate start -> route served: %v", time.Since(start))
 
@@ -231,7 +144,7 @@ func TestE2E(t *testing.T) {
 		}
 		start := time.Now()
 		update(t, k.Client, mw, map[string]any{"spec": map[string]any{"inFlightConn": map[string]any{"amount": int64(12)}}})
-		itest.Eventually(t, 5*time.Second, func() bool { return tg.rawdata(t).amountOf(mwName) == 12 }, "amount 12 in /api/rawdata")
+		itest.Eventually(t, 5*time.Second, func() bool { return tg.Rawdata(t).AmountOf(mwName) == 12 }, "amount 12 in /api/rawdata")
 		t.Logf("MiddlewareTCP update -> amount 12 applied: %v", time.Since(start))
 		for i, c := range held1 {
 			if !itest.Echoes(c) {
@@ -258,7 +171,7 @@ func TestE2E(t *testing.T) {
 			start := time.Now()
 			update(t, k.Client, eps, endpointFields(int64(port), map[string]bool{ip: true}))
 			deadline := time.Now().Add(5 * time.Second)
-			for tg.rawdata(t).serversOf(router) != addr {
+			for tg.Rawdata(t).ServersOf(router) != addr {
 				if time.Now().After(deadline) {
 					t.Fatalf("server %s not applied within 5 s", addr)
 				}
@@ -278,13 +191,13 @@ func TestE2E(t *testing.T) {
 		}
 		c.Close()
 		update(t, k.Client, eps, endpointFields(int64(port1), map[string]bool{ip: false}))
-		itest.Eventually(t, 5*time.Second, func() bool { return tg.rawdata(t).Routers[router].Status == "disabled" }, "router disabled when no endpoint is ready")
+		itest.Eventually(t, 5*time.Second, func() bool { return tg.Rawdata(t).Routers[router].Status == "disabled" }, "router disabled when no endpoint is ready")
 		if c, ok := dialEcho("127.0.0.3", tg.ep); ok {
 			c.Close()
 			t.Fatal("forwarded with no ready endpoint")
 		}
 		update(t, k.Client, eps, endpointFields(int64(port1), map[string]bool{ip: true}))
-		itest.Eventually(t, 5*time.Second, func() bool { return tg.rawdata(t).Routers[router].Status == "enabled" }, "router enabled again")
+		itest.Eventually(t, 5*time.Second, func() bool { return tg.Rawdata(t).Routers[router].Status == "enabled" }, "router enabled again")
 	})
 
 	t.Run("a route naming a missing middleware is disabled alone", func(t *testing.T) {
@@ -299,15 +212,15 @@ func TestE2E(t *testing.T) {
 		create(t, k.Client, bad)
 		badRouter := makeID(ns, makeServiceKey("HostSNI(`*`) && ClientIP(`127.0.0.9`)", "bad")) + "@" + Name
 		itest.Eventually(t, 5*time.Second, func() bool {
-			rd := tg.rawdata(t)
+			rd := tg.Rawdata(t)
 			r := rd.Routers[badRouter]
 			named := false
-			for _, p := range rd.problems() {
+			for _, p := range rd.Provider(Name).Problems {
 				named = named || (strings.Contains(p, fmt.Sprintf("IngressRouteTCP %q", ns+"/bad")) && strings.Contains(p, "nope"))
 			}
 			return r.Status == "disabled" && strings.Contains(strings.Join(r.Err, " "), "does not exist") && named
 		}, "router %s disabled with the missing middleware named", badRouter)
-		if rd := tg.rawdata(t); rd.Routers[router].Status != "enabled" {
+		if rd := tg.Rawdata(t); rd.Routers[router].Status != "enabled" {
 			t.Fatalf("the good route is %q, want enabled", rd.Routers[router].Status)
 		}
 		c, ok := dialEcho("127.0.0.1", tg.ep)
@@ -325,7 +238,7 @@ func TestE2E(t *testing.T) {
 		}
 		remove(t, k.Client, route)
 		itest.Eventually(t, 5*time.Second, func() bool {
-			_, ok := tg.rawdata(t).Routers[router]
+			_, ok := tg.Rawdata(t).Routers[router]
 			return !ok
 		}, "router %s gone from /api/rawdata", router)
 		if c, ok := dialEcho("127.0.0.1", tg.ep); ok {

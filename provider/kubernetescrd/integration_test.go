@@ -284,7 +284,7 @@ func amount(m provider.Message, mw string) int64 {
 
 func routeKey(ns, name string) string { return makeID(ns, makeServiceKey("HostSNI(`*`)", name)) }
 
-// TestIntegrationProvider creates the DESIGN §7 resources in a real API
+// TestIntegrationProvider creates the resources of deploy/example.yaml in a real API
 // server and follows the provider's snapshots through an amount change, an
 // endpoint change, a missing middleware and the route's deletion.
 func TestIntegrationProvider(t *testing.T) {

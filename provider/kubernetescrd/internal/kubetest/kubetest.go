@@ -8,7 +8,6 @@
 package kubetest
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -26,7 +25,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -36,6 +34,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
 
 // Server is a running etcd + kube-apiserver pair. Stop ends both and removes
@@ -62,25 +62,8 @@ type Server struct {
 // channel closed when it has exited.
 type proc struct {
 	cmd  *exec.Cmd
-	out  lockedBuffer
+	out  itest.Buffer
 	done chan struct{}
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // Assets returns the folder holding etcd and kube-apiserver, or an error that

@@ -1,4 +1,4 @@
-package main
+package check
 
 import (
 	"encoding/json"
@@ -10,22 +10,21 @@ import (
 	"strings"
 
 	"github.com/traefik/paerser/cli"
-
-	"github.com/tollgate-proxy/tollgate/check"
 )
 
-// checkCommand is `tollgate check [--entryPoints=a,b] [--exposedByDefault=false] FILE...`.
-func checkCommand() *cli.Command {
+// Command is `tollgate check [--entryPoints=a,b] [--exposedByDefault=false]
+// [--prefix=traefik] FILE...`: it exits with Run's status.
+func Command() *cli.Command {
 	return &cli.Command{
 		Name:        "check",
 		Description: "Lint dynamic configuration (files, labels, compose, Consul definitions) without running the proxy.",
 		CustomHelpFunc: func(w io.Writer, _ *cli.Command) error {
-			_, err := io.WriteString(w, checkUsage)
+			_, err := io.WriteString(w, usage)
 			return err
 		},
 		AllowArg: true,
 		Run: func(args []string) error {
-			code, err := runCheck(args, os.Stdout, os.Stderr)
+			code, err := Run(args, os.Stdout, os.Stderr)
 			if err != nil {
 				return err
 			}
@@ -37,7 +36,7 @@ func checkCommand() *cli.Command {
 	}
 }
 
-const checkUsage = `Usage: tollgate check [flags] FILE|DIR...
+const usage = `Usage: tollgate check [flags] FILE|DIR...
 
 Lint dynamic configuration without running the proxy: YAML/TOML dynamic files (a directory
 stands for its .yml/.yaml/.toml files), files of key=value labels, docker-compose files, and
@@ -51,9 +50,12 @@ Flags:
   --prefix=traefik           the Consul Catalog tag prefix
 `
 
-// runCheck runs a check and returns the exit status.
-func runCheck(args []string, stdout, stderr io.Writer) (int, error) {
-	opts := check.DefaultOptions()
+// Run checks the files named in args with the flags there, writes the
+// report as JSON to stdout and one line per problem to stderr, and returns
+// the exit status: 1 when a problem would keep a router from serving. An
+// error is a bad command line.
+func Run(args []string, stdout, stderr io.Writer) (int, error) {
+	opts := DefaultOptions()
 	var files []string
 	for _, a := range args {
 		if !strings.HasPrefix(a, "-") {
@@ -89,7 +91,7 @@ func runCheck(args []string, stdout, stderr io.Writer) (int, error) {
 	if len(files) == 0 {
 		return 1, errors.New("check: no file given: tollgate check FILE... (dynamic .yml/.toml, key=value labels, docker-compose.yml)")
 	}
-	rep := check.Files(files, opts)
+	rep := Files(files, opts)
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)

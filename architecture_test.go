@@ -1,0 +1,88 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/tollgate-proxy/tollgate"
+
+// importRules are ARCHITECTURE.md's import rules: for each package (a
+// trailing "/" covers the package's subpackages), the tollgate packages it
+// may import. A package not listed fails the test until it is given a rule.
+var importRules = map[string][]string{
+	"":                                 {"*"},
+	"internal/cmdline":                 {"config"},
+	"config":                           {},
+	"proxy/tcp":                        {},
+	"internal/expr":                    {},
+	"internal/itest":                   {},
+	"labels":                           {"config"},
+	"provider":                         {"config"},
+	"provider/docker":                  {"config", "labels", "provider", "provider/constraints"},
+	"provider/consulcatalog":           {"config", "labels", "provider", "provider/constraints"},
+	"provider/file":                    {"config", "provider"},
+	"provider/kubernetescrd":           {"config", "provider", "provider/kubernetescrd/internal/"},
+	"provider/kubernetescrd/internal/": {"internal/itest"},
+	"provider/constraints":             {"internal/expr"},
+	"middleware/":                      {"config", "proxy/tcp"},
+	"proxy/rule":                       {"config", "internal/expr", "proxy/tcp"},
+	"proxy":                            {"config", "middleware/", "proxy/rule", "proxy/tcp"},
+	"api":                              {"config", "middleware/", "provider", "proxy"},
+	"check":                            {"config", "labels", "provider", "provider/", "proxy"},
+	"examples/echo":                    {},
+}
+
+// rule returns the rule for pkg: its own, else the longest "dir/" rule
+// that covers it.
+func rule(pkg string) ([]string, bool) {
+	if r, ok := importRules[pkg]; ok {
+		return r, true
+	}
+	best, found := "", false
+	for k := range importRules {
+		if strings.HasSuffix(k, "/") && strings.HasPrefix(pkg, k) && len(k) > len(best) {
+			best, found = k, true
+		}
+	}
+	return importRules[best], found
+}
+
+func allowed(rules []string, imp string) bool {
+	for _, r := range rules {
+		if r == "*" || r == imp || (strings.HasSuffix(r, "/") && strings.HasPrefix(imp, r)) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestImportRules holds every package to the import rules of
+// ARCHITECTURE.md (non-test files; tests may also import internal/itest).
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		rules, ok := rule(pkg)
+		if !ok {
+			t.Errorf("package %q has no import rule: add it to ARCHITECTURE.md and importRules", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			imp = strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+			if imp == "" {
+				t.Errorf("%q imports the root package", pkg)
+			} else if !allowed(rules, imp) {
+				t.Errorf("%q imports %q: not allowed by ARCHITECTURE.md (may import %v)", pkg, imp, rules)
+			}
+		}
+	}
+}

@@ -1,0 +1,309 @@
+package provider
+
+// This file holds what every label or tag provider (Docker, Consul Catalog;
+// Swarm and KV next) does the same way once it has turned each of its inputs
+// (a container, a catalog instance) into that input's own configuration:
+// naming, router defaults, merging the inputs into one configuration, and
+// reporting what it left out. Traefik keeps the same building blocks in
+// pkg/provider/configuration.go; `tollgate check` reaches them through the
+// providers' own Build functions (ARCHITECTURE.md).
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"unicode"
+
+	"github.com/tollgate-proxy/tollgate/config"
+)
+
+// Severity says what a Problem does to the configuration.
+type Severity string
+
+const (
+	// SeverityError: the input, or the resource named, is left out.
+	SeverityError Severity = "error"
+	// SeverityWarning: it applies, but probably not as meant.
+	SeverityWarning Severity = "warning"
+)
+
+// Kinds of Resource.
+const (
+	KindRouter     = "router"
+	KindService    = "service"
+	KindMiddleware = "middleware"
+)
+
+// Resource names one router, service or middleware of a provider's
+// configuration by its bare name.
+type Resource struct {
+	Kind string // KindRouter, KindService or KindMiddleware
+	Name string
+}
+
+// How a Problem's String names its Key.
+const (
+	// KeyLabel renders `label "k"="v"` (Docker labels).
+	KeyLabel = "label"
+	// KeyTag renders `tag "k=v"` (Consul tags).
+	KeyTag = "tag"
+)
+
+// Problem is one input a provider's build left out, or one resource it
+// dropped, with what is wrong. The fields are there so that a caller can
+// place the problem without reading its message: `tollgate check` maps
+// SourceID back to the file and service it read the input from, and Key to
+// the line of that label or tag.
+type Problem struct {
+	// Source names the input at fault as messages name it: `container
+	// "db-1"`, `consul service "db" (instance "db-1" on node "n1")`. It is
+	// empty for a problem about several inputs: a conflict names them all in
+	// Message.
+	Source string
+	// SourceID identifies the input among those given to the build (the
+	// container ID; the instance's node and service ID). For a conflict it is
+	// the first input whose definition differed from the one before.
+	SourceID string
+	// Key and Value are the label or tag at fault as written (a Consul tag
+	// with its own prefix), when one single key is; KeyKind says how String
+	// shows them (KeyLabel or KeyTag).
+	Key, Value, KeyKind string
+	// Resource is the router, service or middleware concerned; zero when the
+	// problem is about a whole input.
+	Resource Resource
+	Severity Severity
+	// Message says what is wrong and what to do, without Source and Key.
+	Message string
+	// Skipped is true when the whole input was left out because of this
+	// problem (else only Resource was dropped, or nothing: a warning).
+	Skipped bool
+	// DisablesRouter is true when the problem keeps a router from serving: a
+	// router is dropped, or a skipped input declared one.
+	DisablesRouter bool
+}
+
+// String formats p as one line: `container "db": label "k"="v": message`.
+func (p Problem) String() string {
+	var b strings.Builder
+	if p.Source != "" {
+		b.WriteString(p.Source + ": ")
+	}
+	switch {
+	case p.Key == "":
+	case p.KeyKind == KeyTag:
+		fmt.Fprintf(&b, "tag %q: ", p.Key+"="+p.Value)
+	default:
+		fmt.Fprintf(&b, "label %q=%q: ", p.Key, p.Value)
+	}
+	b.WriteString(p.Message)
+	return b.String()
+}
+
+// Source is one input's own configuration, before merging: the routers,
+// services and middlewares one container or one catalog instance defines,
+// with bare names.
+type Source struct {
+	// ID identifies the input (Problem.SourceID); Name names it in messages
+	// (Problem.Source).
+	ID, Name string
+	TCP      *config.TCPConfiguration
+}
+
+// Result is what a label or tag provider's pure build returns.
+type Result struct {
+	// Configuration has bare names; the watcher qualifies them.
+	Configuration *config.Dynamic
+	// Problems are in build order: per input (inputs sorted as the provider
+	// documents), then the conflicts.
+	Problems []Problem
+	// DefinedBy lists, for every resource some input defined (kept or dropped
+	// for a conflict), the IDs of those inputs in build order.
+	DefinedBy map[Resource][]string
+}
+
+// Strings renders the problems one line each (nil when there are none), as
+// a provider's Message carries them.
+func (r Result) Strings() []string {
+	var out []string
+	for _, p := range r.Problems {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+// Normalize turns a name into one usable as a resource name: every run of
+// characters other than letters and digits becomes one "-", trimmed at both
+// ends (Traefik's provider.Normalize). "my_db.1" becomes "my-db-1".
+func Normalize(name string) string {
+	return strings.Join(strings.FieldsFunc(name, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsNumber(r)
+	}), "-")
+}
+
+// BuildTCPRouterConfiguration applies the router defaults to one input's own
+// configuration (src.TCP, modified in place), as Traefik's function of that
+// name does: a router without a rule is dropped; a router without a service
+// gets the input's only service, and is dropped when the input defines
+// several. Only the router concerned is dropped; everything else the input
+// defines stays. Each drop is a problem naming the router and what to set;
+// noun is what one input is ("container", "instance") and prefix the root
+// its keys are written with ("traefik", or a Consul tag prefix).
+func BuildTCPRouterConfiguration(src Source, noun, prefix string) []Problem {
+	tcp := src.TCP
+	if tcp == nil {
+		return nil
+	}
+	var problems []Problem
+	drop := func(name, format string, args ...any) {
+		delete(tcp.Routers, name)
+		problems = append(problems, Problem{
+			Source: src.Name, SourceID: src.ID, Resource: Resource{KindRouter, name},
+			Severity: SeverityError, Message: fmt.Sprintf(format, args...), DisablesRouter: true,
+		})
+	}
+	for _, name := range slices.Sorted(maps.Keys(tcp.Routers)) {
+		r := tcp.Routers[name]
+		if r == nil || strings.TrimSpace(r.Rule) == "" {
+			drop(name, "router %q has no rule: dropped (set %s.tcp.routers.%s.rule, e.g. HostSNI(`*`))", name, prefix, name)
+			continue
+		}
+		if r.Service != "" {
+			continue
+		}
+		switch len(tcp.Services) {
+		case 0:
+			// Nothing to infer: the compiler reports a router without service.
+		case 1:
+			for s := range tcp.Services {
+				r.Service = s
+			}
+		default:
+			drop(name, "router %q has no service and the %s defines %d services (%s): dropped (set %s.tcp.routers.%s.service)",
+				name, noun, len(tcp.Services), strings.Join(slices.Sorted(maps.Keys(tcp.Services)), ", "), prefix, name)
+		}
+	}
+	return problems
+}
+
+// AddRouterTCP adds router r as name to tcp (making the map when it is nil)
+// and reports true, or reports whether r equals the router already there.
+func AddRouterTCP(tcp *config.TCPConfiguration, name string, r *config.TCPRouter) bool {
+	return addSame(&tcp.Routers, name, r)
+}
+
+// AddMiddlewareTCP is AddRouterTCP for middlewares.
+func AddMiddlewareTCP(tcp *config.TCPConfiguration, name string, m *config.TCPMiddleware) bool {
+	return addSame(&tcp.Middlewares, name, m)
+}
+
+func addSame[V any](dst *map[string]V, name string, v V) bool {
+	if *dst == nil {
+		*dst = map[string]V{}
+	}
+	prev, ok := (*dst)[name]
+	if !ok {
+		(*dst)[name] = v
+		return true
+	}
+	return reflect.DeepEqual(prev, v)
+}
+
+// AddServiceTCP adds service s as name to tcp (making the map when it is nil)
+// and reports true. When a service of that name is there already, the two
+// pool their servers (by address, without duplicates, in order) if their load
+// balancers are Mergeable, and AddServiceTCP reports true; services that
+// differ otherwise, or are not load balancers and differ at all, report false
+// and leave tcp as it was.
+func AddServiceTCP(tcp *config.TCPConfiguration, name string, s *config.TCPService) bool {
+	if tcp.Services == nil {
+		tcp.Services = map[string]*config.TCPService{}
+	}
+	prev, ok := tcp.Services[name]
+	if !ok {
+		tcp.Services[name] = s
+		return true
+	}
+	if prev == nil || s == nil || prev.LoadBalancer == nil || s.LoadBalancer == nil {
+		return reflect.DeepEqual(prev, s)
+	}
+	if !prev.LoadBalancer.Mergeable(s.LoadBalancer) || !reflect.DeepEqual(prev.Weighted, s.Weighted) {
+		return false
+	}
+	for _, srv := range s.LoadBalancer.Servers {
+		if !slices.ContainsFunc(prev.LoadBalancer.Servers, func(p config.TCPServer) bool { return p.Address == srv.Address }) {
+			prev.LoadBalancer.Servers = append(prev.LoadBalancer.Servers, srv)
+		}
+	}
+	return true
+}
+
+// MergeSources merges the inputs' configurations, in order, into one, as
+// Traefik's provider.Merge does: same-named services pool their servers
+// (AddServiceTCP); same-named routers and middlewares must be equal. A name
+// defined differently by two inputs is dropped for good, whatever later
+// inputs say, with a problem naming every input that defined it. It takes
+// the sources' configurations over (the result may share and modify them).
+// The result's maps are never nil.
+func MergeSources(sources []Source) (*config.TCPConfiguration, []Problem, map[Resource][]string) {
+	out := &config.TCPConfiguration{
+		Routers:     map[string]*config.TCPRouter{},
+		Services:    map[string]*config.TCPService{},
+		Middlewares: map[string]*config.TCPMiddleware{},
+	}
+	definedBy := map[Resource][]string{}
+	names := map[Resource][]string{}
+	conflict := map[Resource]string{} // the first input that differed
+	add := func(src Source, r Resource, ok bool) {
+		definedBy[r] = append(definedBy[r], src.ID)
+		names[r] = append(names[r], src.Name)
+		if _, seen := conflict[r]; !ok && !seen {
+			conflict[r] = src.ID
+		}
+	}
+	for _, src := range sources {
+		if src.TCP == nil {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(src.TCP.Routers)) {
+			add(src, Resource{KindRouter, name}, AddRouterTCP(out, name, src.TCP.Routers[name]))
+		}
+		for _, name := range slices.Sorted(maps.Keys(src.TCP.Services)) {
+			add(src, Resource{KindService, name}, AddServiceTCP(out, name, src.TCP.Services[name]))
+		}
+		for _, name := range slices.Sorted(maps.Keys(src.TCP.Middlewares)) {
+			add(src, Resource{KindMiddleware, name}, AddMiddlewareTCP(out, name, src.TCP.Middlewares[name]))
+		}
+	}
+
+	dropped := make([]Resource, 0, len(conflict))
+	for r := range conflict {
+		dropped = append(dropped, r)
+	}
+	order := map[string]int{KindRouter: 0, KindService: 1, KindMiddleware: 2}
+	sort.Slice(dropped, func(i, j int) bool {
+		a, b := dropped[i], dropped[j]
+		if a.Kind != b.Kind {
+			return order[a.Kind] < order[b.Kind]
+		}
+		return a.Name < b.Name
+	})
+	var problems []Problem
+	for _, r := range dropped {
+		switch r.Kind {
+		case KindRouter:
+			delete(out.Routers, r.Name)
+		case KindService:
+			delete(out.Services, r.Name)
+		case KindMiddleware:
+			delete(out.Middlewares, r.Name)
+		}
+		problems = append(problems, Problem{
+			SourceID: conflict[r], Resource: r, Severity: SeverityError, DisablesRouter: r.Kind == KindRouter,
+			Message: fmt.Sprintf("tcp %s %q is defined differently by %s; dropping it", r.Kind, r.Name, strings.Join(names[r], " and ")),
+		})
+	}
+	return out, problems, definedBy
+}
