@@ -21,7 +21,7 @@ import (
 
 // unroutedOf returns how many connections the entry point's API shows
 // waiting to be routed for client ip.
-func unroutedOf(t *testing.T, p *proc, ep, ip string) (perIP int, total int) {
+func unroutedOf(t *testing.T, p *itest.Tollgate, ep, ip string) (perIP int, total int) {
 	t.Helper()
 	var info struct {
 		Unrouted struct {
@@ -72,10 +72,9 @@ func TestUnroutedBoundKeepsDescriptorsForOthers(t *testing.T) {
 `, backend)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ep := freePort(t)
-	g := itest.StartTollgateNoFile(t, 256, "--entryPoints.tls.address="+ep, "--providers.file.filename="+dyn, "--log.level=ERROR")
-	p := &proc{Tollgate: g, api: g.API, out: g.Out}
-	itest.Eventually(t, 5*time.Second, func() bool { return p.status(t, "tcpRouters", "a@file") == "enabled" }, "a@file not enabled")
+	ep := itest.FreeAddr(t)
+	p := itest.StartTollgateNoFile(t, 256, "--entryPoints.tls.address="+ep, "--providers.file.filename="+dyn, "--log.level=ERROR")
+	itest.Eventually(t, 5*time.Second, func() bool { return p.Rawdata(t).Routers["a@file"].Status == "enabled" }, "a@file not enabled")
 
 	const attacker, legit = "127.0.0.66", "127.0.0.77"
 	bound := config.DefaultMaxUnroutedPerIP
@@ -180,9 +179,9 @@ func TestUnroutedBoundKeepsDescriptorsForOthers(t *testing.T) {
 
 // metricValue returns the value of one series (name and labels as printed)
 // on the process's /metrics, or -1.
-func metricValue(t *testing.T, p *proc, series string) float64 {
+func metricValue(t *testing.T, p *itest.Tollgate, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + p.api + "/metrics")
+	resp, err := http.Get("http://" + p.API + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,15 +203,15 @@ func metricValue(t *testing.T, p *proc, series string) float64 {
 // each logged at most about once a second, with a suppressed count, while the
 // metrics count every one.
 func TestOutOfDescriptorsLogIsBounded(t *testing.T) {
-	be := freeEcho(t)
+	be := itest.EchoServer(t, "")
 	dyn := filepath.Join(t.TempDir(), "dyn.yml")
 	if err := os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ep := freePort(t)
-	g := itest.StartTollgateNoFile(t, 256, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn, "--metrics.prometheus")
-	p := &proc{Tollgate: g, api: g.API, out: g.Out}
-	itest.Eventually(t, 5*time.Second, func() bool { return p.status(t, "tcpRouters", "r@file") == "enabled" }, "r@file not enabled")
+	ep := itest.FreeAddr(t)
+	p := itest.StartTollgateNoFile(t, 256, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn, "--metrics.prometheus")
+	g := p
+	itest.Eventually(t, 5*time.Second, func() bool { return p.Rawdata(t).Routers["r@file"].Status == "enabled" }, "r@file not enabled")
 
 	start := time.Now()
 	var conns []net.Conn
@@ -271,7 +270,7 @@ func forwarded(t *testing.T, src, addr string) bool {
 // once its writer closes it. Then the file is emptied (`: > dyn.yml`): the
 // routes stay, and the log and /api/providers name the file.
 func TestHalfWrittenFileNeverApplied(t *testing.T) {
-	be := freeEcho(t)
+	be := itest.EchoServer(t, "")
 	dyn := filepath.Join(t.TempDir(), "dyn.yml")
 	content := func(allowed ...string) string {
 		s := "tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [allow]\n" +
@@ -285,9 +284,9 @@ func TestHalfWrittenFileNeverApplied(t *testing.T) {
 	if err := os.WriteFile(dyn, []byte(content("127.0.0.9", "10.0.0.0/16")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ep := freePort(t)
-	p := start(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn)
-	itest.Eventually(t, 5*time.Second, func() bool { return p.status(t, "tcpRouters", "r@file") == "enabled" }, "r@file not enabled")
+	ep := itest.FreeAddr(t)
+	p := itest.StartTollgate(t, "--entryPoints.tcp.address="+ep, "--providers.file.filename="+dyn)
+	itest.Eventually(t, 5*time.Second, func() bool { return p.Rawdata(t).Routers["r@file"].Status == "enabled" }, "r@file not enabled")
 	const denied, added = "127.0.0.5", "127.0.0.10"
 	if !forwarded(t, "127.0.0.9", ep) || forwarded(t, denied, ep) || forwarded(t, added, ep) {
 		t.Fatal("initial allow list does not hold")
@@ -340,10 +339,10 @@ func TestHalfWrittenFileNeverApplied(t *testing.T) {
 		}
 		return false
 	}, "/api/providers does not name the emptied file")
-	if !strings.Contains(p.out.String(), "keeping its last configuration") {
+	if !strings.Contains(p.Out.String(), "keeping its last configuration") {
 		t.Fatal("the log does not say the emptied file was skipped")
 	}
-	if p.status(t, "tcpRouters", "r@file") != "enabled" || !forwarded(t, added, ep) || forwarded(t, denied, ep) {
+	if p.Rawdata(t).Routers["r@file"].Status != "enabled" || !forwarded(t, added, ep) || forwarded(t, denied, ep) {
 		t.Fatal("emptying the file changed what is served")
 	}
 }
