@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -363,22 +364,22 @@ func (c *checker) compile() *Report {
 	for _, name := range slices.Sorted(maps.Keys(rt.Routers)) {
 		ri := rt.Routers[name]
 		rep.Status.Routers[name] = ri.Status
-		for _, msg := range ri.Err {
-			problems = append(problems, c.resourceProblem("routers", name, ri.Status, msg, ri.Status == proxy.StatusDisabled))
+		for i, msg := range ri.Err {
+			problems = append(problems, c.resourceProblem("routers", name, ri.Status, ri.ErrorField(i), msg, ri.Status == proxy.StatusDisabled))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(rt.Services)) {
 		si := rt.Services[name]
 		rep.Status.Services[name] = si.Status
-		for _, msg := range si.Err {
-			problems = append(problems, c.resourceProblem("services", name, si.Status, msg, false))
+		for i, msg := range si.Err {
+			problems = append(problems, c.resourceProblem("services", name, si.Status, si.ErrorField(i), msg, false))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(rt.Middlewares)) {
 		mi := rt.Middlewares[name]
 		rep.Status.Middlewares[name] = mi.Status
-		for _, msg := range mi.Err {
-			problems = append(problems, c.resourceProblem("middlewares", name, mi.Status, msg, false))
+		for i, msg := range mi.Err {
+			problems = append(problems, c.resourceProblem("middlewares", name, mi.Status, mi.ErrorField(i), msg, false))
 		}
 	}
 	rep.Problems = problems
@@ -428,8 +429,9 @@ func (c *checker) originOf(kind, qname string) origin {
 	return best
 }
 
-// resourceProblem locates a compile error of a resource at its origin.
-func (c *checker) resourceProblem(kind, qname, status, msg string, disables bool) Problem {
+// resourceProblem locates a compile error of a resource, about field (as
+// the compiler names it; "" for the whole resource), at its origin.
+func (c *checker) resourceProblem(kind, qname, status, field, msg string, disables bool) Problem {
 	o := c.originOf(kind, qname)
 	sev := SeverityWarning
 	if status == proxy.StatusDisabled {
@@ -437,43 +439,16 @@ func (c *checker) resourceProblem(kind, qname, status, msg string, disables bool
 	}
 	p := Problem{File: o.file, Service: o.service, Resource: qname, Severity: sev, Message: msg, DisablesRouter: disables}
 	bare, _, _ := strings.Cut(qname, "@")
-	c.locate(&p, o, kind, bare, fieldFor(kind, msg))
+	c.locate(&p, o, kind, bare, listIndex.ReplaceAllString(field, ""))
 	if p.Key == "" && p.Line == 0 {
 		p.Line = o.line // an automatic service: no label of its own
 	}
 	return p
 }
 
-// hints map words of compile messages to the field they are about, per kind.
-// proxy.Compile reports a resource's errors as text; the problems of the
-// providers' builds carry their key, these are the only ones check has to
-// place by their words.
-var hints = map[string][][2]string{
-	"routers": {
-		{"rule", "rule"}, {"hostsni", "rule"}, {"service", "service"}, {"middleware", "middlewares"},
-		{"entry point", "entryPoints"}, {"tls termination", "tls"},
-	},
-	"services": {
-		{"servers", "loadBalancer.servers"}, {"proxyprotocol", "loadBalancer.proxyProtocol"},
-		{"healthcheck", "loadBalancer.healthCheck"}, {"weighted", "weighted"}, {"member", "weighted"},
-	},
-	"middlewares": {
-		{"amount", "inFlightConn.amount"}, {"ipv6subnet", "inFlightConn.ipv6Subnet"},
-		{"sourcerange", "ipAllowList.sourceRange"},
-	},
-}
-
-// fieldFor picks the field a message is about: the hint that occurs first.
-func fieldFor(kind, msg string) string {
-	low := strings.ToLower(msg)
-	best, at := "", len(low)+1
-	for _, h := range hints[kind] {
-		if i := strings.Index(low, h[0]); i >= 0 && i < at {
-			best, at = h[1], i
-		}
-	}
-	return best
-}
+// listIndex matches the "[i]" of a field such as "ipAllowList.sourceRange[2]":
+// a label holds a whole list, and a problem is placed on the list's key.
+var listIndex = regexp.MustCompile(`\[\d+\]`)
 
 // locate fills p's Key and Line for field (dotted, may be empty) of the
 // resource kind/name ("routers", "r") at origin o.

@@ -173,24 +173,24 @@ func (s *TCPService) Validate() error {
 	}
 	if lb := s.LoadBalancer; lb != nil {
 		if lb.ProxyProtocol != nil && lb.ProxyProtocol.Version != 1 && lb.ProxyProtocol.Version != 2 {
-			return fmt.Errorf("proxyProtocol.version %d is not supported: use 1 or 2", lb.ProxyProtocol.Version)
+			return FieldErrorf("loadBalancer.proxyProtocol.version", "proxyProtocol.version %d is not supported: use 1 or 2", lb.ProxyProtocol.Version)
 		}
 		for i, srv := range lb.Servers {
 			if srv.Address == "" {
-				return fmt.Errorf("servers[%d] has no address", i)
+				return FieldErrorf(fmt.Sprintf("loadBalancer.servers[%d]", i), "servers[%d] has no address", i)
 			}
 		}
 	}
 	if w := s.Weighted; w != nil {
 		if len(w.Services) == 0 {
-			return errors.New("weighted service lists no services")
+			return FieldErrorf("weighted.services", "weighted service lists no services")
 		}
 		for i, ws := range w.Services {
 			if ws.Name == "" {
-				return fmt.Errorf("weighted.services[%d] has no name", i)
+				return FieldErrorf(fmt.Sprintf("weighted.services[%d]", i), "weighted.services[%d] has no name", i)
 			}
 			if ws.Weight != nil && *ws.Weight < 0 {
-				return fmt.Errorf("weighted.services[%d] (%s) has negative weight %d", i, ws.Name, *ws.Weight)
+				return FieldErrorf(fmt.Sprintf("weighted.services[%d].weight", i), "weighted.services[%d] (%s) has negative weight %d", i, ws.Name, *ws.Weight)
 			}
 		}
 	}

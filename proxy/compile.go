@@ -45,11 +45,11 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 	routes := map[string][]*route{}
 	for _, name := range sortedKeys(cfg.Routers) {
 		r := cfg.Routers[name]
-		info := &RouterInfo{TCPRouter: r, Status: StatusEnabled}
+		info := &RouterInfo{TCPRouter: r, ResourceStatus: ResourceStatus{Status: StatusEnabled}}
 		rt.Routers[name] = info
 		if r == nil {
 			info.TCPRouter = &config.TCPRouter{}
-			info.addError("empty router")
+			info.addError("", "empty router")
 			continue
 		}
 		built := c.router(name, r, info)
@@ -62,10 +62,7 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 		}
 		for _, ep := range eps {
 			if !slices.Contains(entryPoints, ep) {
-				info.Err = append(info.Err, fmt.Sprintf("entry point %q does not exist", ep))
-				if info.Status == StatusEnabled {
-					info.Status = StatusWarning
-				}
+				info.addWarning("entryPoints", fmt.Sprintf("entry point %q does not exist", ep))
 				continue
 			}
 			info.Using = append(info.Using, ep)
@@ -114,16 +111,16 @@ type compiler struct {
 
 func (c *compiler) middleware(name string) {
 	m := c.cfg.Middlewares[name]
-	info := &MiddlewareInfo{TCPMiddleware: m, Status: StatusEnabled}
+	info := &MiddlewareInfo{TCPMiddleware: m, ResourceStatus: ResourceStatus{Status: StatusEnabled}}
 	c.rt.Middlewares[name] = info
 	if m == nil {
 		info.TCPMiddleware = &config.TCPMiddleware{}
-		info.addError("empty middleware")
+		info.addError("", "empty middleware")
 		return
 	}
 	kind, err := m.Kind()
 	if err != nil {
-		info.addError(err.Error())
+		info.addFieldError(err)
 		return
 	}
 	info.Type = strings.ToUpper(kind[:1]) + kind[1:]
@@ -131,19 +128,18 @@ func (c *compiler) middleware(name string) {
 	case "inFlightConn":
 		mw, l, warn, err := inflightconn.New(name, m.InFlightConn, &c.st.Limiters, c.log)
 		if err != nil {
-			info.addError(err.Error())
+			info.addFieldError(err)
 			return
 		}
 		if warn != "" {
-			info.Err = append(info.Err, warn)
-			info.Status = StatusWarning
+			info.addWarning("inFlightConn.amount", warn)
 		}
 		info.limiter = l
 		c.mws[name] = mw
 	case "ipAllowList":
 		mw, err := ipallowlist.New(m.IPAllowList, c.st.AllowCounters(name))
 		if err != nil {
-			info.addError(err.Error())
+			info.addFieldError(err)
 			return
 		}
 		c.mws[name] = mw
@@ -163,15 +159,15 @@ func (c *compiler) service(name string) tcp.Handler {
 	if !ok {
 		return nil
 	}
-	info := &ServiceInfo{TCPService: s, Status: StatusEnabled}
+	info := &ServiceInfo{TCPService: s, ResourceStatus: ResourceStatus{Status: StatusEnabled}}
 	c.rt.Services[name] = info
 	if s == nil {
 		info.TCPService = &config.TCPService{}
-		info.addError("empty service")
+		info.addError("", "empty service")
 		return nil
 	}
 	if err := s.Validate(); err != nil {
-		info.addError(err.Error())
+		info.addFieldError(err)
 		return nil
 	}
 	var h tcp.Handler
@@ -180,7 +176,7 @@ func (c *compiler) service(name string) tcp.Handler {
 		h = c.loadBalancer(name, s.LoadBalancer, info)
 	case s.Weighted != nil:
 		if c.building[name] {
-			info.addError("weighted service refers to itself through its members")
+			info.addError("weighted.services", "weighted service refers to itself through its members")
 			return nil
 		}
 		c.building[name] = true
@@ -223,7 +219,7 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 			}
 		}
 		if err != nil {
-			info.addError(err.Error())
+			info.addFieldError(err)
 			return nil
 		}
 		ups = c.st.health.acquire(name, spec, addrs, h.log)
@@ -238,8 +234,7 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 		info.ServerStatus[s.Address] = upDown(srv.up) // as of this reload; State.ServerStatus is live
 	}
 	if len(h.servers) == 0 {
-		info.Err = append(info.Err, "service has no servers: its connections are closed")
-		info.Status = StatusWarning
+		info.addWarning("loadBalancer.servers", "service has no servers: its connections are closed")
 	}
 	return h
 }
@@ -253,7 +248,7 @@ func (c *compiler) weighted(name string, w *config.TCPWeightedRoundRobin, info *
 		}
 		child := c.service(m.Name)
 		if child == nil {
-			info.addError(fmt.Sprintf("weighted member %q is missing or disabled", m.Name))
+			info.addError("weighted.services", fmt.Sprintf("weighted member %q is missing or disabled", m.Name))
 			return nil
 		}
 		c.rt.Services[m.Name].UsedBy = appendUnique(c.rt.Services[m.Name].UsedBy, name)
@@ -261,8 +256,7 @@ func (c *compiler) weighted(name string, w *config.TCPWeightedRoundRobin, info *
 		h.total += weight
 	}
 	if h.total == 0 {
-		info.Err = append(info.Err, "every member has weight 0: connections are closed")
-		info.Status = StatusWarning
+		info.addWarning("weighted.services", "every member has weight 0: connections are closed")
 	}
 	return h
 }
@@ -270,24 +264,24 @@ func (c *compiler) weighted(name string, w *config.TCPWeightedRoundRobin, info *
 // router builds the route for a router, or records why it cannot.
 func (c *compiler) router(name string, r *config.TCPRouter, info *RouterInfo) *route {
 	if strings.TrimSpace(r.Rule) == "" {
-		info.addError("router has no rule: it is dropped (use HostSNI(`*`) to match every connection)")
+		info.addError("rule", "router has no rule: it is dropped (use HostSNI(`*`) to match every connection)")
 		return nil
 	}
 	ru, err := rule.Parse(r.Rule)
 	if err != nil {
-		info.addError(err.Error())
+		info.addError("rule", err.Error())
 		return nil
 	}
 	if ru.NeedsTLS() && (r.TLS == nil || !r.TLS.Passthrough) {
-		info.addError(fmt.Sprintf("rule %q reads the TLS ClientHello (SNI/ALPN) but the router has no TLS: add tls.passthrough=true, or use HostSNI(`*`) for plain TCP", r.Rule))
+		info.addError("rule", fmt.Sprintf("rule %q reads the TLS ClientHello (SNI/ALPN) but the router has no TLS: add tls.passthrough=true, or use HostSNI(`*`) for plain TCP", r.Rule))
 		return nil
 	}
 	if r.TLS != nil && !r.TLS.Passthrough {
-		info.addError("TLS termination is not supported (tollgate holds no keys): set tls.passthrough=true")
+		info.addError("tls", "TLS termination is not supported (tollgate holds no keys): set tls.passthrough=true")
 		return nil
 	}
 	if r.Service == "" {
-		info.addError("router has no service")
+		info.addError("service", "router has no service")
 		return nil
 	}
 	svc := c.service(r.Service)
@@ -296,22 +290,22 @@ func (c *compiler) router(name string, r *config.TCPRouter, info *RouterInfo) *r
 	}
 	if svc == nil {
 		if _, ok := c.cfg.Services[r.Service]; !ok {
-			info.addError(fmt.Sprintf("service %q does not exist", r.Service))
+			info.addError("service", fmt.Sprintf("service %q does not exist", r.Service))
 		} else {
-			info.addError(fmt.Sprintf("service %q is disabled", r.Service))
+			info.addError("service", fmt.Sprintf("service %q is disabled", r.Service))
 		}
 	}
 	var chain []tcp.Middleware
 	for _, mn := range r.Middlewares {
 		minfo, ok := c.rt.Middlewares[mn]
 		if !ok {
-			info.addError(fmt.Sprintf("middleware %q does not exist", mn))
+			info.addError("middlewares", fmt.Sprintf("middleware %q does not exist", mn))
 			continue
 		}
 		minfo.UsedBy = appendUnique(minfo.UsedBy, name)
 		mw, ok := c.mws[mn]
 		if !ok {
-			info.addError(fmt.Sprintf("middleware %q is disabled: %s", mn, strings.Join(minfo.Err, "; ")))
+			info.addError("middlewares", fmt.Sprintf("middleware %q is disabled: %s", mn, strings.Join(minfo.Err, "; ")))
 			continue
 		}
 		chain = append(chain, mw)

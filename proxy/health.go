@@ -46,11 +46,11 @@ func newHealthSpec(hc *config.TCPHealthCheck) (healthSpec, error) {
 	}
 	switch {
 	case s.interval < 0:
-		return s, fmt.Errorf("healthCheck.interval=%s: must not be negative", hc.Interval)
+		return s, config.FieldErrorf("loadBalancer.healthCheck.interval", "healthCheck.interval=%s: must not be negative", hc.Interval)
 	case s.timeout < 0:
-		return s, fmt.Errorf("healthCheck.timeout=%s: must not be negative", hc.Timeout)
+		return s, config.FieldErrorf("loadBalancer.healthCheck.timeout", "healthCheck.timeout=%s: must not be negative", hc.Timeout)
 	case s.port < 0 || s.port > 65535:
-		return s, fmt.Errorf("healthCheck.port=%d: want 1-65535, or 0 for the server's own port", hc.Port)
+		return s, config.FieldErrorf("loadBalancer.healthCheck.port", "healthCheck.port=%d: want 1-65535, or 0 for the server's own port", hc.Port)
 	}
 	if s.interval == 0 {
 		s.interval = DefaultHealthCheckInterval
@@ -68,7 +68,7 @@ func (s healthSpec) target(addr string) (string, error) {
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", fmt.Errorf("healthCheck.port: server address %q is not host:port: %w", addr, err)
+		return "", config.FieldErrorf("loadBalancer.healthCheck.port", "healthCheck.port: server address %q is not host:port: %w", addr, err)
 	}
 	return net.JoinHostPort(host, strconv.Itoa(s.port)), nil
 }

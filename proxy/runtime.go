@@ -18,19 +18,56 @@ const (
 	StatusDisabled = "disabled"
 )
 
+// ResourceStatus is what compiling a router, service or middleware found:
+// its status and its errors (and warnings), each with the field it is about.
+type ResourceStatus struct {
+	Err    []string `json:"error,omitempty"`
+	Status string   `json:"status"`
+	fields []string // fields[i] is the field Err[i] is about
+}
+
+// ErrorField returns the field the i-th error is about: a dotted path below
+// the resource as written in files ("inFlightConn.amount", "rule",
+// "loadBalancer.servers[0]"), or "" when it is about the whole resource.
+func (r *ResourceStatus) ErrorField(i int) string {
+	if i < len(r.fields) {
+		return r.fields[i]
+	}
+	return ""
+}
+
+// addError records an error that disables the resource.
+func (r *ResourceStatus) addError(field, msg string) {
+	r.Err = append(r.Err, msg)
+	r.fields = append(r.fields, field)
+	r.Status = StatusDisabled
+}
+
+// addFieldError records err, about the field it names (config.FieldError)
+// or about the whole resource, and disables the resource.
+func (r *ResourceStatus) addFieldError(err error) { r.addError(config.FieldOf(err), err.Error()) }
+
+// addWarning records a problem that leaves the resource serving, with
+// status warning unless it is already disabled.
+func (r *ResourceStatus) addWarning(field, msg string) {
+	r.Err = append(r.Err, msg)
+	r.fields = append(r.fields, field)
+	if r.Status == StatusEnabled {
+		r.Status = StatusWarning
+	}
+}
+
 // RouterInfo is a router's configuration with what compiling it found.
 type RouterInfo struct {
 	*config.TCPRouter
-	Err    []string `json:"error,omitempty"`
-	Status string   `json:"status"`
-	Using  []string `json:"using,omitempty"` // entry points it serves on
+	ResourceStatus
+	Using []string `json:"using,omitempty"` // entry points it serves on
 }
 
 // ServiceInfo is a service's configuration with what compiling it found.
 type ServiceInfo struct {
 	*config.TCPService
-	Err          []string          `json:"error,omitempty"`
-	Status       string            `json:"status"`
+	ResourceStatus
 	UsedBy       []string          `json:"usedBy,omitempty"`
 	ServerStatus map[string]string `json:"serverStatus,omitempty"`
 }
@@ -39,8 +76,7 @@ type ServiceInfo struct {
 // and, for inFlightConn, its live limiter state.
 type MiddlewareInfo struct {
 	*config.TCPMiddleware
-	Err     []string            `json:"error,omitempty"`
-	Status  string              `json:"status"`
+	ResourceStatus
 	UsedBy  []string            `json:"usedBy,omitempty"`
 	Type    string              `json:"type,omitempty"`
 	Limiter *inflightconn.State `json:"inFlight,omitempty"`
@@ -57,21 +93,6 @@ type Runtime struct {
 	Routers     map[string]*RouterInfo     `json:"tcpRouters"`
 	Services    map[string]*ServiceInfo    `json:"tcpServices"`
 	Middlewares map[string]*MiddlewareInfo `json:"tcpMiddlewares"`
-}
-
-func (ri *RouterInfo) addError(msg string) {
-	ri.Err = append(ri.Err, msg)
-	ri.Status = StatusDisabled
-}
-
-func (si *ServiceInfo) addError(msg string) {
-	si.Err = append(si.Err, msg)
-	si.Status = StatusDisabled
-}
-
-func (mi *MiddlewareInfo) addError(msg string) {
-	mi.Err = append(mi.Err, msg)
-	mi.Status = StatusDisabled
 }
 
 // State is what outlives configuration generations: limiters, allow-list and

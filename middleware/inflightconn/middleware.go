@@ -2,7 +2,6 @@ package inflightconn
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
 
 	"github.com/rs/zerolog"
@@ -17,10 +16,10 @@ import (
 // but is almost always a mistake.
 func validate(cfg *config.TCPInFlightConn) (warning string, err error) {
 	if cfg.Amount < 0 {
-		return "", fmt.Errorf("inFlightConn.amount %d is negative: the amount must not be negative (use 0 or more; 0 rejects every connection)", cfg.Amount)
+		return "", config.FieldErrorf("inFlightConn.amount", "inFlightConn.amount %d is negative: the amount must not be negative (use 0 or more; 0 rejects every connection)", cfg.Amount)
 	}
 	if b := cfg.IPv6Subnet; b != nil && (*b < 1 || *b > 128) {
-		return "", fmt.Errorf("inFlightConn.ipv6Subnet %d is out of range 1..128", *b)
+		return "", config.FieldErrorf("inFlightConn.ipv6Subnet", "inFlightConn.ipv6Subnet %d is out of range 1..128", *b)
 	}
 	if cfg.Amount == 0 {
 		return "inFlightConn.amount is 0: every connection is rejected", nil

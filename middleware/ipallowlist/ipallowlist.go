@@ -23,16 +23,16 @@ type List struct {
 // closed instead of silently admitting or dropping part of the intent.
 func Parse(ranges []string) (*List, error) {
 	if len(ranges) == 0 {
-		return nil, errors.New("ipAllowList.sourceRange is empty: it would admit nobody")
+		return nil, config.FieldErrorf("ipAllowList.sourceRange", "ipAllowList.sourceRange is empty: it would admit nobody")
 	}
 	l := &List{prefixes: make([]netip.Prefix, 0, len(ranges))}
 	for i, r := range ranges {
 		if strings.TrimSpace(r) == "" {
-			return nil, fmt.Errorf("ipAllowList.sourceRange[%d] is empty (%q): a stray comma, or an empty list?", i, r)
+			return nil, config.FieldErrorf(fmt.Sprintf("ipAllowList.sourceRange[%d]", i), "ipAllowList.sourceRange[%d] is empty (%q): a stray comma, or an empty list?", i, r)
 		}
 		p, err := config.ParsePrefix(r)
 		if err != nil {
-			return nil, fmt.Errorf("ipAllowList.sourceRange: %w", err)
+			return nil, config.FieldErrorf(fmt.Sprintf("ipAllowList.sourceRange[%d]", i), "ipAllowList.sourceRange: %w", err)
 		}
 		l.prefixes = append(l.prefixes, p)
 	}

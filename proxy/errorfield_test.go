@@ -1,0 +1,60 @@
+package proxy
+
+import (
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/config"
+)
+
+// Every compile error says which field it is about, so that tollgate check
+// places it on a key without reading its words.
+func TestCompileErrorsNameTheirField(t *testing.T) {
+	neg, bits := int64(-1), 200
+	cfg := &config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"norule":  {Service: "s"},
+			"badrule": {Rule: "HostSNI(", Service: "s"},
+			"nosvc":   {Rule: "HostSNI(`*`)", Service: "missing"},
+			"nomw":    {Rule: "HostSNI(`*`)", Service: "s", Middlewares: []string{"absent"}},
+			"sni":     {Rule: "HostSNI(`a.test`)", Service: "s"},
+			"ep":      {Rule: "HostSNI(`*`)", Service: "s", EntryPoints: []string{"nope"}},
+		},
+		Services: map[string]*config.TCPService{
+			"s":     lbConfig("127.0.0.1:1"),
+			"empty": {LoadBalancer: &config.TCPServersLoadBalancer{}},
+			"noadr": {LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: "127.0.0.1:1"}, {}}}},
+			"pp":    {LoadBalancer: &config.TCPServersLoadBalancer{ProxyProtocol: &config.ProxyProtocol{Version: 3}}},
+		},
+		Middlewares: map[string]*config.TCPMiddleware{
+			"neg":  {InFlightConn: &config.TCPInFlightConn{Amount: neg}},
+			"bits": {InFlightConn: &config.TCPInFlightConn{Amount: 1, IPv6Subnet: &bits}},
+			"zero": {InFlightConn: &config.TCPInFlightConn{Amount: 0}},
+			"cidr": {IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"10.0.0.0/8", "10.0.0.0/33"}}},
+		},
+	}
+	_, rt := Compile(cfg, []string{"tcp"}, NewState(zerolog.Nop()), zerolog.Nop())
+	for _, tc := range []struct {
+		st    *ResourceStatus
+		field string
+	}{
+		{&rt.Routers["norule"].ResourceStatus, "rule"},
+		{&rt.Routers["badrule"].ResourceStatus, "rule"},
+		{&rt.Routers["nosvc"].ResourceStatus, "service"},
+		{&rt.Routers["nomw"].ResourceStatus, "middlewares"},
+		{&rt.Routers["sni"].ResourceStatus, "rule"},
+		{&rt.Routers["ep"].ResourceStatus, "entryPoints"},
+		{&rt.Services["empty"].ResourceStatus, "loadBalancer.servers"},
+		{&rt.Services["noadr"].ResourceStatus, "loadBalancer.servers[1]"},
+		{&rt.Services["pp"].ResourceStatus, "loadBalancer.proxyProtocol.version"},
+		{&rt.Middlewares["neg"].ResourceStatus, "inFlightConn.amount"},
+		{&rt.Middlewares["bits"].ResourceStatus, "inFlightConn.ipv6Subnet"},
+		{&rt.Middlewares["zero"].ResourceStatus, "inFlightConn.amount"},
+		{&rt.Middlewares["cidr"].ResourceStatus, "ipAllowList.sourceRange[1]"},
+	} {
+		if len(tc.st.Err) == 0 || tc.st.ErrorField(0) != tc.field {
+			t.Errorf("errors %q: field %q, want %q", tc.st.Err, tc.st.ErrorField(0), tc.field)
+		}
+	}
+}
