@@ -329,18 +329,18 @@ func TestHalfWrittenFileNeverApplied(t *testing.T) {
 		var provs []struct {
 			Name     string   `json:"name"`
 			State    string   `json:"state"`
-			Problems []string `json:"problems"`
+			Warnings []string `json:"warnings"`
 		}
 		p.GetJSON(t, "/api/providers", &provs)
 		for _, pr := range provs {
-			if pr.Name == "file" && pr.State == "ok" && len(pr.Problems) == 1 && strings.Contains(pr.Problems[0], dyn) {
+			if pr.Name == "file" && pr.State == "ok" && len(pr.Warnings) == 1 && strings.Contains(pr.Warnings[0], dyn) {
 				return true
 			}
 		}
 		return false
 	}, "/api/providers does not name the emptied file")
-	if !strings.Contains(p.Out.String(), "keeping its last configuration") {
-		t.Fatal("the log does not say the emptied file was skipped")
+	if out := p.Out.String(); !strings.Contains(out, "keeping its last configuration") || !strings.Contains(out, `"level":"warn"`) {
+		t.Fatal("the log does not warn that the emptied file was skipped")
 	}
 	if p.Rawdata(t).Routers["r@file"].Status != "enabled" || !forwarded(t, added, ep) || forwarded(t, denied, ep) {
 		t.Fatal("emptying the file changed what is served")

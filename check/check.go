@@ -16,7 +16,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -155,8 +154,8 @@ type checker struct {
 	files    int // inputs read so far
 	// dynamic files: configuration with bare names, and where each resource
 	// came from ("routers/r@file")
-	fileTCP     *config.TCPConfiguration
-	fileOrigins map[string]origin
+	fileMerger  pfile.Merger      // the dynamic files, merged as the file provider merges them
+	fileOrigins map[string]origin // by file path
 	// label and tag inputs, and where each was read (by source ID)
 	containers []docker.Container
 	instances  []consulcatalog.Instance
@@ -247,36 +246,14 @@ func isCompose(doc *yaml.Node) bool {
 }
 
 // mergeFile adds one dynamic file's configuration (bare names) to the file
-// provider's: a name defined differently twice keeps the first definition,
-// with a problem naming both files, as the file provider's directory mode
-// does.
+// provider's, with the file provider's own Merger: a name defined
+// differently twice keeps the first definition, with a problem naming both
+// files.
 func (c *checker) mergeFile(tcp *config.TCPConfiguration, o origin) {
-	if c.fileTCP == nil {
-		c.fileTCP = &config.TCPConfiguration{}
-	}
-	mergeFirst(c, "routers", &c.fileTCP.Routers, tcp.Routers, o)
-	mergeFirst(c, "services", &c.fileTCP.Services, tcp.Services, o)
-	mergeFirst(c, "middlewares", &c.fileTCP.Middlewares, tcp.Middlewares, o)
-}
-
-func mergeFirst[V any](c *checker, kind string, dst *map[string]V, src map[string]V, o origin) {
-	for _, name := range slices.Sorted(maps.Keys(src)) {
-		q := kind + "/" + provider.Qualify(name, pfile.Name)
-		prev, have := (*dst)[name]
-		if !have {
-			if *dst == nil {
-				*dst = map[string]V{}
-			}
-			(*dst)[name] = src[name]
-			c.fileOrigins[q] = o
-			continue
-		}
-		if reflect.DeepEqual(prev, src[name]) {
-			continue
-		}
-		p := Problem{File: o.file, Resource: provider.Qualify(name, pfile.Name), Severity: SeverityError,
-			Message: fmt.Sprintf("%s %q is defined differently in %s and %s: keeping the first", strings.TrimSuffix(kind, "s"), name, c.fileOrigins[q].file, o.file)}
-		c.locate(&p, o, kind, name, "")
+	c.fileOrigins[o.file] = o
+	for _, conflict := range c.fileMerger.Add(o.file, tcp) {
+		p := Problem{File: o.file, Resource: provider.Qualify(conflict.Resource.Name, pfile.Name), Severity: SeverityError, Message: conflict.String()}
+		c.locate(&p, o, conflict.Resource.Kind+"s", conflict.Resource.Name, "")
 		c.add(p)
 	}
 }
@@ -285,8 +262,8 @@ func mergeFirst[V any](c *checker, kind string, dst *map[string]V, src map[strin
 // turns their problems into located ones.
 func (c *checker) build() map[string]*config.Dynamic {
 	configs := map[string]*config.Dynamic{}
-	if c.fileTCP != nil {
-		configs[pfile.Name] = &config.Dynamic{TCP: c.fileTCP}
+	if c.fileMerger.TCP != nil {
+		configs[pfile.Name] = &config.Dynamic{TCP: c.fileMerger.TCP}
 	}
 	if len(c.containers) > 0 {
 		res := docker.Build(c.containers, docker.Options{ExposedByDefault: c.opts.ExposedByDefault})
@@ -416,7 +393,7 @@ func namedEntryPoints(tcp *config.TCPConfiguration) []string {
 func (c *checker) originOf(kind, qname string) origin {
 	bare, prov, _ := strings.Cut(qname, "@")
 	if prov == pfile.Name {
-		return c.fileOrigins[kind+"/"+qname]
+		return c.fileOrigins[c.fileMerger.DefinedBy(provider.Resource{Kind: strings.TrimSuffix(kind, "s"), Name: bare})]
 	}
 	var best origin
 	found := false

@@ -33,6 +33,10 @@ type Message struct {
 	// key (`container "db-1": label "traefik.tcp...amount": ...`). They show in
 	// the API and the log; the rest of the configuration still applies.
 	Problems []string
+	// Warnings are about inputs that apply, or keep applying, but probably
+	// not as meant (a file emptied in place keeps its last configuration).
+	// They show in the API and the log at warning level.
+	Warnings []string
 	// Err, when set, says the provider cannot read its source right now (Docker
 	// socket gone, Consul agent down, file unparsable). The watcher keeps the
 	// provider's last good configuration serving and reports Err.

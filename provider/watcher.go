@@ -21,6 +21,7 @@ type Status struct {
 	LastError  string    `json:"lastError,omitempty"`
 	ErrorSince time.Time `json:"errorSince,omitzero"`
 	Problems   []string  `json:"problems,omitempty"`
+	Warnings   []string  `json:"warnings,omitempty"`
 	Updates    uint64    `json:"updates"`
 	Errors     uint64    `json:"errors"` // error reports received, ever
 }
@@ -70,6 +71,7 @@ func (w *Watcher) Statuses() []Status {
 	for _, s := range w.statuses {
 		c := *s
 		c.Problems = append([]string(nil), s.Problems...)
+		c.Warnings = append([]string(nil), s.Warnings...)
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -161,6 +163,12 @@ func (w *Watcher) record(m Message) bool {
 		}
 	}
 	st.Problems = m.Problems
+	if !reflect.DeepEqual(st.Warnings, m.Warnings) {
+		for _, w := range m.Warnings {
+			log.Warn().Msg(w)
+		}
+	}
+	st.Warnings = m.Warnings
 	w.configs[m.ProviderName] = m.Configuration
 	return true
 }

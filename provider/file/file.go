@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -204,7 +203,7 @@ func isConfigFile(path string) bool {
 // fails to parse makes the whole message an error, so the watcher keeps the
 // last good configuration. A file with no dynamic configuration at all
 // (empty, comments only, an empty tcp section) is not applied: it keeps its
-// last configuration, and a problem names it.
+// last configuration, and a warning names it.
 func (p *Provider) Load() provider.Message {
 	m := provider.Message{ProviderName: Name}
 	if p.cfg.Filename != "" {
@@ -213,9 +212,9 @@ func (p *Provider) Load() provider.Message {
 			m.Err = err
 			return m
 		}
-		d, problem := p.keepIfEmpty(p.cfg.Filename, d)
-		if problem != "" {
-			m.Problems = append(m.Problems, problem)
+		d, warning := p.keepIfEmpty(p.cfg.Filename, d)
+		if warning != "" {
+			m.Warnings = append(m.Warnings, warning)
 		}
 		if d == nil {
 			d = &config.Dynamic{}
@@ -228,7 +227,7 @@ func (p *Provider) Load() provider.Message {
 		m.Err = fmt.Errorf("reading directory %q: %w", p.cfg.Directory, err)
 		return m
 	}
-	merged := &config.Dynamic{TCP: &config.TCPConfiguration{}}
+	var merger Merger
 	var names []string
 	for _, e := range entries {
 		if !e.IsDir() && isConfigFile(e.Name()) {
@@ -236,7 +235,6 @@ func (p *Provider) Load() provider.Message {
 		}
 	}
 	sort.Strings(names)
-	origin := map[string]string{}
 	seen := map[string]bool{}
 	for _, n := range names {
 		path := filepath.Join(p.cfg.Directory, n)
@@ -246,27 +244,32 @@ func (p *Provider) Load() provider.Message {
 			m.Err = err
 			return m
 		}
-		d, problem := p.keepIfEmpty(path, d)
-		if problem != "" {
-			m.Problems = append(m.Problems, problem)
+		d, warning := p.keepIfEmpty(path, d)
+		if warning != "" {
+			m.Warnings = append(m.Warnings, warning)
 		}
 		if d == nil || d.TCP == nil {
 			continue
 		}
-		m.Problems = append(m.Problems, mergeInto(merged.TCP, d.TCP, path, origin)...)
+		for _, c := range merger.Add(path, d.TCP) {
+			m.Problems = append(m.Problems, c.String())
+		}
 	}
 	for path := range p.lastGood {
 		if !seen[path] {
 			delete(p.lastGood, path) // removed: its configuration goes with it
 		}
 	}
-	m.Configuration = merged
+	if merger.TCP == nil {
+		merger.TCP = &config.TCPConfiguration{}
+	}
+	m.Configuration = &config.Dynamic{TCP: merger.TCP}
 	return m
 }
 
 // keepIfEmpty returns d, remembering it as path's last good configuration,
 // or, when d holds no dynamic configuration, path's last good one (nil if
-// none) and a problem saying which.
+// none) and a warning saying which.
 func (p *Provider) keepIfEmpty(path string, d *config.Dynamic) (*config.Dynamic, string) {
 	if !isEmpty(d) {
 		p.lastGood[path] = goodConfig{d: d, at: time.Now()}
@@ -283,37 +286,6 @@ func (p *Provider) keepIfEmpty(path string, d *config.Dynamic) (*config.Dynamic,
 func isEmpty(d *config.Dynamic) bool {
 	return d == nil || d.TCP == nil ||
 		len(d.TCP.Routers) == 0 && len(d.TCP.Services) == 0 && len(d.TCP.Middlewares) == 0
-}
-
-// mergeInto adds src's resources to dst. A name defined differently in two
-// files keeps the first definition and yields a problem naming both files.
-func mergeInto(dst, src *config.TCPConfiguration, path string, origin map[string]string) []string {
-	var problems []string
-	problems = mergeMap(&dst.Routers, src.Routers, "router", path, origin, problems)
-	problems = mergeMap(&dst.Services, src.Services, "service", path, origin, problems)
-	problems = mergeMap(&dst.Middlewares, src.Middlewares, "middleware", path, origin, problems)
-	return problems
-}
-
-// mergeMap adds src's entries to *dst (made on first use), keeping the
-// first definition of a name; a different later one becomes a problem naming
-// both files. origin remembers which file defined each kind/name.
-func mergeMap[V any](dst *map[string]V, src map[string]V, kind, path string, origin map[string]string, problems []string) []string {
-	for name, v := range src {
-		key := kind + "/" + name
-		if old, have := (*dst)[name]; have {
-			if !reflect.DeepEqual(old, v) {
-				problems = append(problems, fmt.Sprintf("%s %q is defined differently in %s and %s: keeping the first", kind, name, origin[key], path))
-			}
-			continue
-		}
-		if *dst == nil {
-			*dst = map[string]V{}
-		}
-		(*dst)[name] = v
-		origin[key] = path
-	}
-	return problems
 }
 
 // DecodeFile decodes one YAML or TOML dynamic configuration file. Keys are

@@ -219,8 +219,8 @@ func TestEmptiedFileKeepsLastConfiguration(t *testing.T) {
 		if m.Err != nil || amountOf(m) != 7 {
 			t.Fatalf("file %q: amount %d, err %v; want the last configuration (7)", empty, amountOf(m), m.Err)
 		}
-		if len(m.Problems) != 1 || !strings.Contains(m.Problems[0], path) || !strings.Contains(m.Problems[0], "keeping its last configuration") {
-			t.Fatalf("file %q: problems %q, want one naming the file and what is kept", empty, m.Problems)
+		if len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0], path) || !strings.Contains(m.Warnings[0], "keeping its last configuration") || len(m.Problems) != 0 {
+			t.Fatalf("file %q: warnings %q, problems %q; want one warning naming the file and what is kept", empty, m.Warnings, m.Problems)
 		}
 	}
 
@@ -229,7 +229,7 @@ func TestEmptiedFileKeepsLastConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := New(&config.FileProvider{Filename: fresh}, zerolog.Nop()).Load()
-	if m.Err != nil || !isEmpty(m.Configuration) || len(m.Problems) != 1 || !strings.Contains(m.Problems[0], "nothing from it is served") {
+	if m.Err != nil || !isEmpty(m.Configuration) || len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0], "nothing from it is served") {
 		t.Fatalf("empty from the start: %+v", m)
 	}
 }
@@ -247,12 +247,12 @@ func TestDirectoryEmptiedAndRemovedFiles(t *testing.T) {
 	}
 	_ = os.WriteFile(a, nil, 0o644)
 	m := p.Load()
-	if m.Err != nil || len(m.Configuration.TCP.Middlewares) != 2 || len(m.Problems) != 1 || !strings.Contains(m.Problems[0], a) {
-		t.Fatalf("emptied a.yml: middlewares %v, problems %q", m.Configuration.TCP.Middlewares, m.Problems)
+	if m.Err != nil || len(m.Configuration.TCP.Middlewares) != 2 || len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0], a) {
+		t.Fatalf("emptied a.yml: middlewares %v, warnings %q", m.Configuration.TCP.Middlewares, m.Warnings)
 	}
 	_ = os.Remove(a)
 	m = p.Load()
-	if m.Err != nil || len(m.Configuration.TCP.Middlewares) != 1 || m.Configuration.TCP.Middlewares["n"] == nil || len(m.Problems) != 0 {
-		t.Fatalf("removed a.yml: middlewares %v, problems %q", m.Configuration.TCP.Middlewares, m.Problems)
+	if m.Err != nil || len(m.Configuration.TCP.Middlewares) != 1 || m.Configuration.TCP.Middlewares["n"] == nil || len(m.Warnings) != 0 {
+		t.Fatalf("removed a.yml: middlewares %v, warnings %q", m.Configuration.TCP.Middlewares, m.Warnings)
 	}
 }
