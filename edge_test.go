@@ -7,11 +7,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -344,5 +346,112 @@ func TestHalfWrittenFileNeverApplied(t *testing.T) {
 	}
 	if p.Rawdata(t).Routers["r@file"].Status != "enabled" || !forwarded(t, added, ep) || forwarded(t, denied, ep) {
 		t.Fatal("emptying the file changed what is served")
+	}
+}
+
+// rawProc is a tollgate process started with exactly the arguments a test
+// gives (no admin API unless they ask for one); it is killed at cleanup.
+type rawProc struct {
+	cmd    *exec.Cmd
+	out    *itest.Buffer
+	exited chan struct{} // closed when the process has ended; err is then set
+	err    error
+}
+
+func startRaw(t *testing.T, args ...string) *rawProc {
+	t.Helper()
+	p := &rawProc{cmd: exec.Command(itest.Binary(t), args...), out: &itest.Buffer{}, exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("tollgate output:\n%s", p.out.String())
+		}
+	})
+	return p
+}
+
+func httpStatus(url string) int {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Issue 10.5: --metrics.prometheus without --api serves /metrics (and /ping)
+// but none of the admin API; with metrics.prometheus.address next to --api,
+// each listener serves its own part.
+func TestMetricsWithoutTheAPI(t *testing.T) {
+	ep, maddr := itest.FreeAddr(t), itest.FreeAddr(t)
+	startRaw(t, "--entryPoints.tcp.address="+ep, "--metrics.prometheus.address="+maddr)
+	itest.Eventually(t, 10*time.Second, func() bool { return httpStatus("http://"+maddr+"/metrics") == 200 }, "/metrics not served on %s", maddr)
+	for _, path := range []string{"/api/rawdata", "/api/entrypoints", "/api/tcp/routers"} {
+		if code := httpStatus("http://" + maddr + path); code != 404 {
+			t.Fatalf("metrics-only listener: GET %s = %d, want 404", path, code)
+		}
+	}
+	if code := httpStatus("http://" + maddr + "/ping"); code != 200 {
+		t.Fatalf("metrics-only listener: /ping = %d", code)
+	}
+
+	ep2, api, maddr2 := itest.FreeAddr(t), itest.FreeAddr(t), itest.FreeAddr(t)
+	startRaw(t, "--entryPoints.tcp.address="+ep2, "--api.address="+api, "--metrics.prometheus.address="+maddr2)
+	itest.Eventually(t, 10*time.Second, func() bool { return httpStatus("http://"+api+"/api/rawdata") == 200 }, "API not served")
+	if httpStatus("http://"+maddr2+"/metrics") != 200 || httpStatus("http://"+api+"/metrics") != 404 || httpStatus("http://"+maddr2+"/api/rawdata") != 404 {
+		t.Fatal("with --api and metrics.prometheus.address: /metrics must be only on the metrics listener, the API only on its own")
+	}
+}
+
+// Issue 10.5: during the shutdown drain SIGHUP does not kill the process (a
+// held connection keeps working); a second SIGTERM closes what is still
+// draining, says so, and exits at once.
+func TestSignalsDuringTheDrain(t *testing.T) {
+	be := itest.EchoServer(t, "")
+	dyn := filepath.Join(t.TempDir(), "dyn.yml")
+	_ = os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644)
+	ep, api := itest.FreeAddr(t), itest.FreeAddr(t)
+	p := startRaw(t, "--entryPoints.db.address="+ep, "--entryPoints.db.transport.lifeCycle.graceTimeOut=30s", "--providers.file.filename="+dyn, "--api.address="+api)
+	cmd, out := p.cmd, p.out
+	var held []net.Conn
+	itest.Eventually(t, 10*time.Second, func() bool { held = itest.Hold(t, 1, "127.0.0.1", ep); return len(held) == 1 }, "never forwarded")
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	itest.Eventually(t, 5*time.Second, func() bool { return strings.Contains(out.String(), "shutting down: draining connections") }, "no drain started")
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	itest.Eventually(t, 5*time.Second, func() bool { return strings.Contains(out.String(), "SIGHUP while draining: ignored") }, "SIGHUP during the drain not logged")
+	select {
+	case <-p.exited:
+		t.Fatalf("SIGHUP during the drain ended the process: %v", p.err)
+	default:
+	}
+	if !itest.Echoes(held[0]) {
+		t.Fatal("the draining connection stopped working after SIGHUP")
+	}
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		if p.err != nil {
+			t.Fatalf("exit after the second SIGTERM: %v", p.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a second SIGTERM did not end the 30 s drain")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("exited %v after the second SIGTERM", d)
+	}
+	if !strings.Contains(out.String(), "second signal: closing the connections still draining") {
+		t.Fatal("the forced exit is not logged")
+	}
+	_ = held[0].SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := held[0].Read(make([]byte, 1)); err == nil {
+		t.Fatal("the draining connection was not closed")
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -114,31 +113,10 @@ func run(cmd *config.Command) error {
 		log.Warn().Msg("no provider configured: nothing will be routed (set --providers.file.filename, --providers.docker or --providers.consulCatalog)")
 	}
 
-	var apiSrv *http.Server
-	if st.Metrics != nil && st.Metrics.Prometheus != nil && st.API == nil {
-		st.API = &config.API{Address: config.DefaultAPIAddress}
-		log.Info().Str("address", st.API.Address).Msg("metrics enabled: starting the admin listener")
-	}
-	if st.API != nil {
-		ln, err := net.Listen("tcp", st.API.Address)
-		if err != nil {
-			srv.Shutdown(context.Background())
-			return fmt.Errorf("api.address=%q: cannot listen: %w", st.API.Address, err)
-		}
-		var metrics http.Handler
-		if st.Metrics != nil && st.Metrics.Prometheus != nil {
-			metrics = api.MetricsHandler(srv, watcher)
-		}
-		apiSrv = &http.Server{
-			Handler:           api.Handler(api.Sources{Server: srv, Watcher: watcher, Metrics: metrics}),
-			ReadHeaderTimeout: 30 * time.Second, // loopback admin port; long enough for the quickstart's nc demo
-		}
-		go func() {
-			if err := apiSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error().Err(err).Msg("admin API stopped")
-			}
-		}()
-		log.Info().Str("address", ln.Addr().String()).Msg("admin API listening")
+	admin, err := adminListeners(st, srv, watcher, log)
+	if err != nil {
+		srv.Shutdown(context.Background())
+		return err
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -166,8 +144,9 @@ func run(cmd *config.Command) error {
 		log.Info().Str("entrypoint", name).Str("address", srv.EntryPoint(name).Addr().String()).Msg("entry point listening")
 	}
 
-	sigs := make(chan os.Signal, 1)
+	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
 			if fileProv != nil {
@@ -179,17 +158,93 @@ func run(cmd *config.Command) error {
 		log.Info().Str("signal", sig.String()).Msg("shutting down: draining connections")
 		break
 	}
-	signal.Stop(sigs)
+	// Signals keep being handled during the drain: SIGHUP's default action
+	// would end the process and cut the connections being drained, and a
+	// second SIGTERM or SIGINT says to stop waiting.
+	drain, stopDrain := context.WithCancel(context.Background())
+	defer stopDrain()
+	go func() {
+		for {
+			select {
+			case <-drain.Done():
+				return
+			case sig := <-sigs:
+				if sig == syscall.SIGHUP {
+					log.Info().Msg("SIGHUP while draining: ignored")
+					continue
+				}
+				log.Warn().Str("signal", sig.String()).Msg("second signal: closing the connections still draining and exiting now")
+				stopDrain()
+				return
+			}
+		}
+	}()
 	cancel()
-	if apiSrv != nil {
+	for _, a := range admin {
 		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
-		_ = apiSrv.Shutdown(sctx)
+		_ = a.Shutdown(sctx)
 		scancel()
 	}
-	srv.Shutdown(context.Background())
+	srv.Shutdown(drain)
+	stopDrain()
 	wg.Wait()
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// adminListeners starts what --api and --metrics.prometheus expose:
+//
+//   - --api: the admin API (/ping, /api/...), plus /metrics with
+//     --metrics.prometheus unless metrics have an address of their own;
+//   - --metrics.prometheus without --api: /metrics and /ping only, on the
+//     admin address (127.0.0.1:8080) or metrics.prometheus.address;
+//   - metrics.prometheus.address: /metrics (and /ping) there, apart from the API.
+//
+// Each listener has the admin server's timeouts and connection bound.
+func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, log zerolog.Logger) ([]*http.Server, error) {
+	var metrics http.Handler
+	metricsAddr := ""
+	if st.Metrics != nil && st.Metrics.Prometheus != nil {
+		metrics = api.MetricsHandler(srv, w)
+		metricsAddr = st.Metrics.Prometheus.Address
+		if metricsAddr == "" && st.API == nil {
+			metricsAddr = config.DefaultAPIAddress
+		}
+	}
+	type listener struct {
+		key, addr, what string
+		h               http.Handler
+	}
+	var ls []listener
+	if st.API != nil {
+		src := api.Sources{Server: srv, Watcher: w}
+		if metrics != nil && metricsAddr == "" {
+			src.Metrics = metrics
+		}
+		ls = append(ls, listener{"api.address", st.API.Address, "admin API", api.Handler(src)})
+	}
+	if metrics != nil && metricsAddr != "" {
+		ls = append(ls, listener{"metrics.prometheus.address", metricsAddr, "metrics (only /metrics and /ping)", api.MetricsOnly(metrics)})
+	}
+	var started []*http.Server
+	for _, l := range ls {
+		ln, err := api.Listen(l.addr)
+		if err != nil {
+			for _, s := range started {
+				_ = s.Close()
+			}
+			return nil, fmt.Errorf("%s=%q: cannot listen: %w", l.key, l.addr, err)
+		}
+		hs := api.NewServer(l.h)
+		go func() {
+			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error().Err(err).Str("address", ln.Addr().String()).Msg(l.what + " stopped")
+			}
+		}()
+		log.Info().Str("address", ln.Addr().String()).Msg(l.what + " listening")
+		started = append(started, hs)
+	}
+	return started, nil
 }
 
 // labelProviders builds the Docker, Consul Catalog and Kubernetes CRD

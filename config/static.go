@@ -232,7 +232,13 @@ type Metrics struct {
 }
 
 // Prometheus enables /metrics.
-type Prometheus struct{}
+type Prometheus struct {
+	// Address, when set, serves /metrics on a listener of its own (and not on
+	// the admin API's). Without it, /metrics is on the admin listener, which
+	// --metrics.prometheus alone starts at 127.0.0.1:8080 serving only
+	// /metrics and /ping: the admin API (configuration, client IPs) needs --api.
+	Address string `description:"Serve /metrics on this address of its own ([host]:port) instead of the admin listener's." json:"address,omitempty" toml:"address,omitempty" yaml:"address,omitempty" export:"true"`
+}
 
 // Log configures tollgate's own log.
 type Log struct {
@@ -328,6 +334,11 @@ func (s *Static) Validate() error {
 		}
 		if err := checkAddress(s.API.Address); err != nil {
 			return fmt.Errorf("api.address=%q: %w", s.API.Address, err)
+		}
+	}
+	if s.Metrics != nil && s.Metrics.Prometheus != nil && s.Metrics.Prometheus.Address != "" {
+		if err := checkAddress(s.Metrics.Prometheus.Address); err != nil {
+			return fmt.Errorf("metrics.prometheus.address=%q: %w", s.Metrics.Prometheus.Address, err)
 		}
 	}
 	if s.Log == nil {

@@ -30,8 +30,11 @@ func Healthcheck() *cli.Command {
 		Resources:     Loaders(),
 		Run: func([]string) error {
 			addr := config.DefaultAPIAddress
-			if cmd.API != nil && cmd.API.Address != "" {
+			switch {
+			case cmd.API != nil && cmd.API.Address != "":
 				addr = cmd.API.Address
+			case cmd.API == nil && cmd.Metrics != nil && cmd.Metrics.Prometheus != nil && cmd.Metrics.Prometheus.Address != "":
+				addr = cmd.Metrics.Prometheus.Address // the metrics listener answers /ping too
 			}
 			if err := ping(addr); err != nil {
 				fmt.Fprintln(os.Stderr, "tollgate healthcheck: "+err.Error())
