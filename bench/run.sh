@@ -39,7 +39,7 @@ PORT_BASE=${PORT_BASE:-29100}  # the i-th peer of PEERS listens on PORT_BASE+i
 COOLDOWN=${COOLDOWN:-2}        # seconds between two measurements
 CONNTRACK=${CONNTRACK:-auto}   # auto: NOTRACK rules if possible, else drain; or notrack|drain|off
 DRAIN_BELOW=${DRAIN_BELOW:-20000}  # drain mode: wait until nf_conntrack_count is below this
-DRAIN_MAX_WAIT=${DRAIN_MAX_WAIT:-150}
+DRAIN_MAX_WAIT=${DRAIN_MAX_WAIT:-180}  # TIME_WAIT entries live 120 s
 
 # --- scenarios ---------------------------------------------------------------
 # One line each: name, backend (echo|pg|redis), flags (pid: needs a proxy
@@ -58,7 +58,7 @@ scenario pgbench     pg      -         "-clients 8 -threads 2 -duration 10s"    
 scenario redis       redis   -         "-clients 8 -requests 200000 -size 100"             "-clients 8 -requests 30000 -size 100"
 scenario limit-exact echo    -         "-extra 5 -cycles 5"                                "-extra 5 -cycles 3"
 scenario flood       echo    -         "-workers 8 -ips 64 -duration 8s -attack-ips 2 -attack-workers 16" "-workers 8 -ips 64 -duration 3s -attack-ips 2 -attack-workers 16"
-scenario throughput  echo    -         "-streams 8 -bytes 134217728"                       "-streams 8 -bytes 33554432"
+scenario throughput  echo    -         "-streams 8 -bytes 268435456"                       "-streams 8 -bytes 33554432"
 scenario idle-memory echo    pid,once  "-conns 4000 -ips 500 -settle 2s"                   "-conns 4000 -ips 500 -settle 1s"
 scenario ip-spray    echo    pid,once  "-ips-per-round 50000 -rounds 3 -pause 12s"         "-ips-per-round 5000 -rounds 2 -pause 12s -settle 1s"
 scenario syscalls    echo    pid,once  "-conns 2000 -rejects 2000"                         "-conns 500 -rejects 500"
@@ -118,12 +118,15 @@ log "results -> $OUT"
 (cd "$HERE" && go build -o "$BIN/" ./cmd/loadgen ./cmd/echo ./cmd/report) || die "building bench/cmd failed"
 LOADGEN=$BIN/loadgen
 
+declare -A BUILT_FROM
 # tollgate binaries: TOLLGATE_BIN, else a build of this checkout;
 # TOLLGATE_BASE_BIN, else (with TOLLGATE_BASE_REF) a build of that ref.
 if [[ " $PEERS " == *" tollgate "* && -z ${TOLLGATE_BIN:-} ]]; then
     log "TOLLGATE_BIN not set: building this checkout ($REPO) into $BIN/tollgate"
     (cd "$REPO" && CGO_ENABLED=0 go build -o "$BIN/tollgate" .) || die "building tollgate from $REPO failed"
     TOLLGATE_BIN=$BIN/tollgate
+    dirty=$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null || true)
+    BUILT_FROM[tollgate]="built from $REPO at $(git -C "$REPO" rev-parse --short=12 HEAD 2>/dev/null || echo '?')${dirty:+ with uncommitted changes}"
 fi
 if [[ " $PEERS " == *" tollgate-base "* && -z ${TOLLGATE_BASE_BIN:-} && -n ${TOLLGATE_BASE_REF:-} ]]; then
     src=$(mktemp -d)
@@ -132,6 +135,7 @@ if [[ " $PEERS " == *" tollgate-base "* && -z ${TOLLGATE_BASE_BIN:-} && -n ${TOL
     (cd "$src" && CGO_ENABLED=0 go build -o "$BIN/tollgate-base" .) || die "building $TOLLGATE_BASE_REF failed"
     rm -rf "$src"
     TOLLGATE_BASE_BIN=$BIN/tollgate-base
+    BUILT_FROM[tollgate-base]="built from git ref $TOLLGATE_BASE_REF ($(git -C "$REPO" rev-parse --short=12 "$TOLLGATE_BASE_REF"))"
 fi
 export TOLLGATE_BIN=${TOLLGATE_BIN:-} TOLLGATE_BASE_BIN=${TOLLGATE_BASE_BIN:-}
 
@@ -213,7 +217,8 @@ if [[ $CONNTRACK != off && -r /proc/sys/net/netfilter/nf_conntrack_count ]]; the
         CT_MODE=drain
     fi
     [[ $CONNTRACK == notrack && $CT_MODE != notrack ]] && die "CONNTRACK=notrack but the iptables raw rules could not be added (root and iptables needed)"
-    [[ $CT_MODE == drain ]] && log "conntrack: loopback stays tracked (iptables not usable); waiting for nf_conntrack_count < $DRAIN_BELOW before each measurement"
+    [[ $CT_MODE == drain ]] && log "conntrack: loopback stays tracked ($([[ $CONNTRACK == drain ]] && echo CONNTRACK=drain || echo 'iptables raw rules not usable: not root, no iptables, or refused'));" \
+        "waiting for nf_conntrack_count < $DRAIN_BELOW (at most ${DRAIN_MAX_WAIT}s) before each measurement"
 fi
 conntrack_settle() {
     [[ $CT_MODE == drain ]] || return 0
@@ -274,11 +279,13 @@ backend_addr() {
 }
 
 # --- environment ------------------------------------------------------------------
-bin_info() { # path -> sha256 prefix and the VCS stamp Go embeds
-    local rev mod
-    rev=$(go version -m "$1" 2>/dev/null | awk '$2 == "vcs.revision" {print substr($3, 1, 12)}')
-    mod=$(go version -m "$1" 2>/dev/null | awk '$2 == "vcs.modified" {print $3}')
-    echo "sha256 $(sha256sum "$1" | cut -c1-12), commit ${rev:-unknown}${mod:+ (modified: $mod)}"
+bin_info() { # path peer -> sha256 prefix and where it came from
+    local rev from=${BUILT_FROM[$2]:-}
+    if [[ -z $from ]]; then
+        rev=$(go version -m "$1" 2>/dev/null | awk '$2 == "vcs.revision" {print substr($3, 1, 12)}')
+        from="commit ${rev:-not stamped in the binary}"
+    fi
+    echo "sha256 $(sha256sum "$1" | cut -c1-12), $from"
 }
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -291,8 +298,8 @@ bin_info() { # path -> sha256 prefix and the VCS stamp Go embeds
         echo "$s = $(sysctl -n $s 2>/dev/null | tr '\t' ' ')"
     done
     for p in $PEERS; do echo "peer $p: ${VERSION_OF[$p]}"; done
-    [[ " $PEERS " == *" tollgate "* ]] && echo "tollgate binary: $TOLLGATE_BIN, $(bin_info "$TOLLGATE_BIN")"
-    [[ " $PEERS " == *" tollgate-base "* ]] && echo "tollgate-base binary: $TOLLGATE_BASE_BIN, $(bin_info "$TOLLGATE_BASE_BIN")"
+    [[ " $PEERS " == *" tollgate "* ]] && echo "tollgate binary: $TOLLGATE_BIN, $(bin_info "$TOLLGATE_BIN" tollgate)"
+    [[ " $PEERS " == *" tollgate-base "* ]] && echo "tollgate-base binary: $TOLLGATE_BASE_BIN, $(bin_info "$TOLLGATE_BASE_BIN" tollgate-base)"
     [[ " $SCENARIOS " == *" pgbench "* ]] && echo "pgbench: $("$PG_BIN_DIR/pgbench" --version), server $("$PG_BIN_DIR/postgres" --version)"
     [[ " $SCENARIOS " == *" redis "* ]] && echo "redis: $(redis-server --version | cut -d' ' -f1-3)"
     echo "LIMIT=$LIMIT REPS=$REPS QUICK=$QUICK peers: $PEERS"

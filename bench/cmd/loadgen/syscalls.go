@@ -73,11 +73,7 @@ func parseStraceSummary(b []byte) (syscallCounts, error) {
 		}
 		calls, err := strconv.ParseInt(f[3], 10, 64)
 		if err != nil {
-			// Lines without usecs/call (strace prints none when it rounds
-			// to zero in some versions) shift the columns left by one.
-			if calls, err = strconv.ParseInt(f[2], 10, 64); err != nil {
-				continue
-			}
+			return nil, fmt.Errorf("strace -c line %q: no call count in the fourth column", line)
 		}
 		out[f[len(f)-1]] += calls
 	}
