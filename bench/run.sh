@@ -61,7 +61,7 @@ scenario flood       echo    -         "-workers 8 -ips 64 -duration 8s -attack-
 scenario throughput  echo    -         "-streams 8 -bytes 268435456"                       "-streams 8 -bytes 33554432"
 scenario idle-memory echo    pid,once  "-conns 4000 -ips 500 -settle 2s"                   "-conns 4000 -ips 500 -settle 1s"
 scenario ip-spray    echo    pid,once  "-ips-per-round 50000 -rounds 3 -pause 12s"         "-ips-per-round 5000 -rounds 2 -pause 12s -settle 1s"
-scenario syscalls    echo    pid,once  "-conns 2000 -rejects 2000"                         "-conns 500 -rejects 500"
+scenario syscalls    echo    pid,once  "-conns 2000 -rejects 2000 -round-trips 4000"       "-conns 500 -rejects 500 -round-trips 1000"
 
 mkdir -p "$OUT" "$BIN"
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/run.log" >&2; }

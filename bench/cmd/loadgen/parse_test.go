@@ -19,19 +19,19 @@ func TestParseStraceSummary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := syscallCounts{"splice": 200, "epoll_ctl": 300, "accept4": 100}
+	want := syscallCounts{"splice": {200, 0}, "epoll_ctl": {300, 12}, "accept4": {100, 0}}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 	for k, v := range want {
 		if got[k] != v {
-			t.Errorf("%s: got %d, want %d", k, got[k], v)
+			t.Errorf("%s: got %+v, want %+v", k, got[k], v)
 		}
 	}
 	if got.total() != 600 {
 		t.Errorf("total %d, want 600", got.total())
 	}
-	if s := got.top(2, 100); s != "epoll_ctl=3.0 splice=2.0" {
+	if s := got.top(2, 100); s != "epoll_ctl=3.0(err 0.1) splice=2.0" {
 		t.Errorf("top: %q", s)
 	}
 	if _, err := parseStraceSummary([]byte("strace: attach: ptrace(PTRACE_SEIZE, 1): Operation not permitted\n")); err == nil {

@@ -5,41 +5,53 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-// syscallCounts is strace -c's table: calls per syscall name.
-type syscallCounts map[string]int64
+// syscallCounts is strace -c's table: calls (and failed calls, such as
+// EAGAIN reads) per syscall name.
+type syscallCounts map[string]callCount
+
+type callCount struct{ calls, errors int64 }
 
 func (s syscallCounts) total() (n int64) {
 	for _, v := range s {
-		n += v
+		n += v.calls
 	}
 	return n
 }
 
-// top renders the n most frequent syscalls as "name=calls/unit ...".
+// top renders the n most frequent syscalls as "name=calls" per unit, with
+// "(err x)" for the share of them that failed (EAGAIN, ECONNRESET, ...).
 func (s syscallCounts) top(n int, per float64) string {
 	names := make([]string, 0, len(s))
 	for k := range s {
 		names = append(names, k)
 	}
 	sort.Slice(names, func(i, j int) bool {
-		if s[names[i]] != s[names[j]] {
-			return s[names[i]] > s[names[j]]
+		if s[names[i]].calls != s[names[j]].calls {
+			return s[names[i]].calls > s[names[j]].calls
 		}
 		return names[i] < names[j]
 	})
 	var parts []string
 	for _, k := range names[:min(n, len(names))] {
-		parts = append(parts, fmt.Sprintf("%s=%.1f", k, float64(s[k])/per))
+		p := fmt.Sprintf("%s=%.1f", k, float64(s[k].calls)/per)
+		if e := float64(s[k].errors) / per; e >= 0.05 {
+			p += fmt.Sprintf("(err %.1f)", e)
+		}
+		parts = append(parts, p)
 	}
 	return strings.Join(parts, " ")
 }
@@ -75,7 +87,14 @@ func parseStraceSummary(b []byte) (syscallCounts, error) {
 		if err != nil {
 			return nil, fmt.Errorf("strace -c line %q: no call count in the fourth column", line)
 		}
-		out[f[len(f)-1]] += calls
+		var errs int64
+		if len(f) >= 6 {
+			errs, _ = strconv.ParseInt(f[4], 10, 64)
+		}
+		cc := out[f[len(f)-1]]
+		cc.calls += calls
+		cc.errors += errs
+		out[f[len(f)-1]] = cc
 	}
 	if !inTable {
 		return nil, fmt.Errorf("no strace -c table in %q", lastLines(string(b), 3))
@@ -130,14 +149,16 @@ func traced(bin string, pid int, dir string, fn func()) (syscallCounts, error) {
 }
 
 // syscallsCmd counts the proxy's syscalls per proxied connection (connect,
-// 64-byte echo, close, from a pool of addresses) and per rejected
-// connection (an address already at its limit dials again).
+// 64-byte echo, close, from a pool of addresses), per rejected connection
+// (an address already at its limit dials again) and per 100-byte round trip
+// on a persistent connection.
 func syscallsCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
 	bin := fs.String("strace", "strace", "strace binary")
 	conns := fs.Int("conns", 2000, "proxied connections to count over (count bound)")
 	rejects := fs.Int("rejects", 2000, "rejected connections to count over (count bound; 0 = skip)")
 	workers := fs.Int("workers", 4, "concurrent clients")
 	ipBase := fs.String("ip-base", "127.7.0.1", "first source address")
+	roundTrips := fs.Int("round-trips", 4000, "100-byte round trips on persistent connections to count over (count bound; 0 = skip)")
 	timeout := fs.Duration("timeout", 60*time.Second, "time bound for each phase")
 	return func() (*Result, error) {
 		if c.pid <= 0 {
@@ -168,7 +189,7 @@ func syscallsCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
 		m["conns"] = st.ok
 		m["conn_errors"] = st.errs.total()
 		m["syscalls_per_conn"] = round(float64(counts.total())/float64(st.ok), 1)
-		m["top_per_conn"] = counts.top(10, float64(st.ok))
+		m["top_per_conn"] = counts.top(14, float64(st.ok))
 
 		if *rejects > 0 && c.limit > 0 {
 			d := newDialer(ips[64], c.dialTimeout)
@@ -199,12 +220,73 @@ func syscallsCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
 				m["rejects"] = *rejects
 				m["reject_not_rejected"] = other.Load()
 				m["syscalls_per_reject"] = round(float64(counts.total())/n, 1)
-				m["top_per_reject"] = counts.top(10, n)
+				m["top_per_reject"] = counts.top(14, n)
 			}
+		}
+		if *roundTrips > 0 {
+			perRT, top, err := tracedRoundTrips(*bin, c, ips[:*workers], *roundTrips, dir, *timeout)
+			if err != nil {
+				return nil, err
+			}
+			m["round_trips"] = *roundTrips
+			m["syscalls_per_round_trip"] = round(perRT, 2)
+			m["top_per_round_trip"] = top
 		}
 		return &Result{Metrics: m, human: humanf(
 			fmt.Sprintf("%v syscalls per proxied connection (%d conns): %v", m["syscalls_per_conn"], st.ok, m["top_per_conn"]),
-			fmt.Sprintf("| %v per rejected connection: %v", m["syscalls_per_reject"], m["top_per_reject"]),
+			fmt.Sprintf("| %v per rejected connection: %v", opt(m, "syscalls_per_reject"), opt(m, "top_per_reject")),
+			fmt.Sprintf("| %v per 100-byte round trip: %v", opt(m, "syscalls_per_round_trip"), opt(m, "top_per_round_trip")),
 		)}, nil
 	}
+}
+
+// tracedRoundTrips opens one persistent connection per address in ips and
+// counts the proxy's syscalls while they do n 100-byte round trips in all.
+func tracedRoundTrips(bin string, c *common, ips []netip.Addr, n int, dir string, timeout time.Duration) (float64, string, error) {
+	conns := make([]*net.TCPConn, len(ips))
+	defer closeAll(conns)
+	for i, ip := range ips {
+		cn, o, err := probe(newDialer(ip, c.dialTimeout), c.target, 2*time.Second)
+		if o != Admitted {
+			return 0, "", fmt.Errorf("round-trip connection from %s not admitted: %v (%v)", ip, o, err)
+		}
+		conns[i] = cn
+	}
+	var done, failed atomic.Int64
+	counts, err := traced(bin, c.pid, dir, func() {
+		end := time.Now().Add(timeout)
+		var wg sync.WaitGroup
+		for i, cn := range conns {
+			share := n / len(conns)
+			if i < n%len(conns) {
+				share++
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, 100)
+				cn.SetDeadline(end)
+				for k := 0; k < share; k++ {
+					if _, err := cn.Write(buf); err != nil {
+						failed.Add(1)
+						return
+					}
+					if _, err := io.ReadFull(cn, buf); err != nil {
+						failed.Add(1)
+						return
+					}
+					done.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+	})
+	if err != nil {
+		return 0, "", err
+	}
+	if failed.Load() > 0 || done.Load() == 0 {
+		return 0, "", fmt.Errorf("round trips under strace: %d done, %d connections failed", done.Load(), failed.Load())
+	}
+	per := float64(done.Load())
+	return float64(counts.total()) / per, counts.top(14, per), nil
 }

@@ -93,6 +93,7 @@ var rows = []row{
 
 	{"syscalls", "syscalls_per_conn", "syscalls per proxied conn (strace -c)", "%.1f"},
 	{"syscalls", "syscalls_per_reject", "syscalls per rejected conn (strace -c)", "%.1f"},
+	{"syscalls", "syscalls_per_round_trip", "syscalls per 100 B round trip (strace -c)", "%.2f"},
 }
 
 // noRatio lists metrics where a ratio column says nothing useful.
