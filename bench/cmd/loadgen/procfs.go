@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// clkTck is USER_HZ, the unit of utime/stime in /proc/PID/stat on Linux.
+const clkTck = 100
+
+// procTree returns root and its live descendants (nginx's master and
+// workers, a master-worker HAProxy, or a single process).
+func procTree(root int) []int {
+	children := map[int][]int{}
+	ents, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, e := range ents {
+		b, err := os.ReadFile(e)
+		if err != nil {
+			continue
+		}
+		if pid, ppid, ok := parseStatIDs(b); ok {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	out := []int{root}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+// statFields returns the fields of /proc/PID/stat after "(comm)"; index 0
+// is field 3 (state). comm may contain spaces and parentheses.
+func statFields(b []byte) []string {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+func parseStatIDs(b []byte) (pid, ppid int, ok bool) {
+	sp := bytes.IndexByte(b, ' ')
+	f := statFields(b)
+	if sp < 0 || len(f) < 2 {
+		return 0, 0, false
+	}
+	pid, err1 := strconv.Atoi(string(b[:sp]))
+	ppid, err2 := strconv.Atoi(f[1])
+	return pid, ppid, err1 == nil && err2 == nil
+}
+
+// Mem is a memory reading of a process tree, in KiB.
+type Mem struct {
+	RSS   int64 // sum of VmRSS (shared pages counted once per process)
+	PSS   int64 // sum of Pss from smaps_rollup (shared pages split)
+	FDs   int   // open file descriptors
+	Procs int
+}
+
+func readMem(root int) Mem {
+	var m Mem
+	if root <= 0 {
+		return m
+	}
+	for _, pid := range procTree(root) {
+		p := "/proc/" + strconv.Itoa(pid)
+		if v, ok := kibField(p+"/status", "VmRSS:"); ok {
+			m.RSS += v
+			m.Procs++
+		}
+		if v, ok := kibField(p+"/smaps_rollup", "Pss:"); ok {
+			m.PSS += v
+		}
+		if ents, err := os.ReadDir(p + "/fd"); err == nil {
+			m.FDs += len(ents)
+		}
+	}
+	return m
+}
+
+func kibField(path, key string) (int64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if line := s.Text(); strings.HasPrefix(line, key) {
+			if fs := strings.Fields(line[len(key):]); len(fs) > 0 {
+				v, err := strconv.ParseInt(fs[0], 10, 64)
+				return v, err == nil
+			}
+		}
+	}
+	return 0, false
+}
+
+// cpuSeconds returns utime+stime of root's live process tree. Threads that
+// exited still count (the kernel folds them into the process); processes
+// that exited do not, which is why peers must keep their workers.
+func cpuSeconds(root int) float64 {
+	if root <= 0 {
+		return 0
+	}
+	var ticks int64
+	for _, pid := range procTree(root) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		if f := statFields(b); len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64) // field 14: utime
+			s, _ := strconv.ParseInt(f[12], 10, 64) // field 15: stime
+			ticks += u + s
+		}
+	}
+	return float64(ticks) / clkTck
+}
+
+// hostCPU is a /proc/stat snapshot for the machine's busy share.
+type hostCPU struct{ busy, total int64 }
+
+func readHostCPU() hostCPU {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return hostCPU{}
+	}
+	line, _, _ := bytes.Cut(b, []byte{'\n'})
+	var h hostCPU
+	for i, v := range strings.Fields(string(line))[1:] {
+		if i >= 8 { // guest time is already in user/nice
+			break
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		h.total += n
+		if i != 3 && i != 4 { // idle, iowait
+			h.busy += n
+		}
+	}
+	return h
+}
+
+func (h hostCPU) busyPctSince(prev hostCPU) float64 {
+	if h.total == prev.total {
+		return 0
+	}
+	return 100 * float64(h.busy-prev.busy) / float64(h.total-prev.total)
+}
+
+// cpuMeter measures the proxy's CPU, loadgen's own and the host's busy
+// share over an interval.
+type cpuMeter struct {
+	pid         int
+	proxy, self float64
+	host        hostCPU
+}
+
+func startCPU(pid int) cpuMeter {
+	return cpuMeter{pid: pid, proxy: cpuSeconds(pid), self: cpuSeconds(os.Getpid()), host: readHostCPU()}
+}
+
+// stop records proxy_cpu_s (with a proxy), loadgen_cpu_s and
+// host_cpu_busy_pct, and returns the proxy's CPU seconds.
+func (c cpuMeter) stop(m map[string]any) (proxyCPU float64) {
+	if c.pid > 0 {
+		proxyCPU = cpuSeconds(c.pid) - c.proxy
+		m["proxy_cpu_s"] = round(proxyCPU, 2)
+	}
+	m["loadgen_cpu_s"] = round(cpuSeconds(os.Getpid())-c.self, 2)
+	m["host_cpu_busy_pct"] = round(readHostCPU().busyPctSince(c.host), 1)
+	return proxyCPU
+}
+
+// conntrack is a reading of netfilter's connection-tracking table.
+type conntrack struct {
+	present bool
+	count   int64
+	drops   int64 // drop + early_drop + insert_failed, summed over CPUs
+}
+
+func readConntrack() conntrack {
+	var ct conntrack
+	b, err := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_count")
+	if err != nil {
+		return ct
+	}
+	ct.present = true
+	ct.count, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	ct.drops = conntrackDrops("/proc/net/stat/nf_conntrack")
+	return ct
+}
+
+func (c conntrack) sub(prev conntrack) conntrack {
+	return conntrack{present: c.present && prev.present, count: c.count, drops: c.drops - prev.drops}
+}
+
+// conntrackDrops sums the drop, early_drop and insert_failed columns of
+// /proc/net/stat/nf_conntrack (a header line, then one hex row per CPU).
+func conntrackDrops(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) < 2 {
+		return 0
+	}
+	want := map[string]bool{"drop": true, "early_drop": true, "insert_failed": true}
+	var cols []int
+	for i, h := range strings.Fields(lines[0]) {
+		if want[h] {
+			cols = append(cols, i)
+		}
+	}
+	var n int64
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		for _, i := range cols {
+			if i < len(f) {
+				v, _ := strconv.ParseInt(f[i], 16, 64)
+				n += v
+			}
+		}
+	}
+	return n
+}

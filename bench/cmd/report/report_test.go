@@ -1,0 +1,43 @@
+package main
+
+import "testing"
+
+func TestCell(t *testing.T) {
+	r := row{"conn-rate", "conns_per_s", "", "%.0f"}
+	for _, tc := range []struct {
+		samples []any
+		n       int
+		want    string
+	}{
+		{nil, 3, "n/a"},
+		{[]any{1000.0, 900.0, 1100.0}, 3, "1000 [900–1100]"},
+		{[]any{1000.0, 1000.0}, 2, "1000"},
+		{[]any{1000.0, 1200.0}, 3, "1100 [1000–1200] (n=2)"},
+		{[]any{true, true}, 2, "PASS"},
+		{[]any{true, false, true}, 3, "**FAIL** (2/3 pass)"},
+		{[]any{false}, 1, "**FAIL**"},
+	} {
+		if got := cell(r, tc.samples, tc.n); got != tc.want {
+			t.Errorf("cell(%v) = %q, want %q", tc.samples, got, tc.want)
+		}
+	}
+	rel := row{"limit-exact", "release_all_ms", "", "%.2f"}
+	if got := cell(rel, []any{3.0, -1.0, 4.0}, 3); got != "never" {
+		t.Errorf("a repetition that never freed its slots: got %q, want never", got)
+	}
+}
+
+func TestTableRowsNewScenario(t *testing.T) {
+	values := map[string]map[string]map[string][]any{
+		"tls-handshake": {"tollgate": {"handshakes_per_s": {10.0}, "note": {"x"}, "pass": {true}}},
+	}
+	var got []string
+	for _, r := range tableRows([]string{"tls-handshake"}, values) {
+		if r.scenario == "tls-handshake" {
+			got = append(got, r.metric)
+		}
+	}
+	if len(got) != 2 || got[0] != "handshakes_per_s" || got[1] != "pass" {
+		t.Errorf("rows of an unlisted scenario: %v, want its numeric and bool metrics", got)
+	}
+}

@@ -1,0 +1,3 @@
+module github.com/tollgate-proxy/tollgate/bench
+
+go 1.24
