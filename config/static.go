@@ -378,23 +378,56 @@ func checkAddress(addr string) error {
 
 // ParsePrefix parses an IP ("10.0.0.1", "::1") or a CIDR ("10.0.0.0/8") into a
 // masked netip.Prefix, unmapping IPv4-mapped IPv6 so that it matches the keys
-// the proxy uses. The error names the input.
+// the proxy uses. The error names the input. ParsePrefixNote also says when
+// the input does not mean what it reads as.
 func ParsePrefix(s string) (netip.Prefix, error) {
+	p, _, err := ParsePrefixNote(s)
+	return p, err
+}
+
+// ParsePrefixNote is ParsePrefix plus a note, empty when the input means
+// what it says, for inputs that are valid but suspicious (they are kept, and
+// the note is shown as a warning):
+//
+//   - host bits set: "127.0.0.9/8" is 127.0.0.0/8 (nginx: "low address bits
+//     are meaningless");
+//   - an IPv4-mapped IPv6 range: clients are matched as IPv4 (unmapped), so
+//     "::ffff:10.0.0.0/104" is 10.0.0.0/8 and "::ffff:0:0/96" is every IPv4
+//     address; a range just around ::ffff:0:0/96 (from /65 to /95) keeps its
+//     IPv6 meaning, and its IPv4-mapped part never matches a client.
+func ParsePrefixNote(s string) (netip.Prefix, string, error) {
 	s = strings.TrimSpace(s)
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
 		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("parsing CIDR %q: %w", s, err)
+			return netip.Prefix{}, "", fmt.Errorf("parsing IP %q: %w", s, err)
 		}
-		if p.Addr().Is4In6() && p.Bits() >= 96 {
-			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		note := ""
+		if a.Is4In6() {
+			note = fmt.Sprintf("%q is an IPv4-mapped IPv6 address: clients are matched as IPv4, so it means %s", s, a.Unmap())
 		}
-		return p.Masked(), nil
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), note, nil
 	}
-	a, err := netip.ParseAddr(s)
+	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("parsing IP %q: %w", s, err)
+		return netip.Prefix{}, "", fmt.Errorf("parsing CIDR %q: %w", s, err)
 	}
-	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
+	var notes []string
+	if m := p.Masked(); m.Addr() != p.Addr() {
+		notes = append(notes, fmt.Sprintf("%q has host bits set: it means %s", s, m))
+	}
+	switch {
+	case p.Addr().Is4In6() && p.Bits() >= 96:
+		u := netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96).Masked()
+		what := u.String()
+		if u.Bits() == 0 {
+			what = "0.0.0.0/0 (every IPv4 address)"
+		}
+		notes = append(notes, fmt.Sprintf("%q is an IPv4-mapped IPv6 range: clients are matched as IPv4, so it means %s", s, what))
+		return u, strings.Join(notes, "; "), nil
+	case p.Addr().Is6() && p.Bits() > 64 && p.Bits() < 96 && p.Masked().Contains(netip.MustParseAddr("::ffff:0.0.0.0")):
+		notes = append(notes, fmt.Sprintf("%q contains the IPv4-mapped range ::ffff:0:0/96, which never matches: clients are matched as IPv4 (add 0.0.0.0/0 to admit IPv4)", s))
+	}
+	return p.Masked(), strings.Join(notes, "; "), nil
 }

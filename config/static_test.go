@@ -59,3 +59,25 @@ func TestParsePrefix(t *testing.T) {
 		t.Errorf("bad CIDR error %v must name the input", err)
 	}
 }
+
+// Issue 10.6: suspicious but valid ranges parse as they have always parsed,
+// with a note saying what they really mean.
+func TestParsePrefixNote(t *testing.T) {
+	for _, tc := range []struct{ in, want, note string }{
+		{"10.0.0.0/8", "10.0.0.0/8", ""},
+		{"192.0.2.7", "192.0.2.7/32", ""},
+		{"2001:db8::/32", "2001:db8::/32", ""},
+		{"::/0", "::/0", ""},
+		{"127.0.0.9/8", "127.0.0.0/8", `"127.0.0.9/8" has host bits set: it means 127.0.0.0/8`},
+		{"::ffff:10.0.0.0/104", "10.0.0.0/8", "IPv4-mapped IPv6 range: clients are matched as IPv4, so it means 10.0.0.0/8"},
+		{"::ffff:0:0/96", "0.0.0.0/0", "every IPv4 address"},
+		{"::ffff:10.1.2.3/104", "10.0.0.0/8", "host bits set"},
+		{"::ffff:1.2.3.4", "1.2.3.4/32", "IPv4-mapped IPv6 address"},
+		{"::ffff:0:0/80", "::/80", "never matches"},
+	} {
+		p, note, err := ParsePrefixNote(tc.in)
+		if err != nil || p.String() != tc.want || (tc.note == "") != (note == "") || !strings.Contains(note, tc.note) {
+			t.Errorf("ParsePrefixNote(%q) = %v, %q, %v; want %s with a note containing %q", tc.in, p, note, err, tc.want, tc.note)
+		}
+	}
+}

@@ -137,10 +137,13 @@ func (c *compiler) middleware(name string) {
 		info.limiter = l
 		c.mws[name] = mw
 	case "ipAllowList":
-		mw, err := ipallowlist.New(m.IPAllowList, c.st.AllowCounters(name))
+		mw, notes, err := ipallowlist.New(m.IPAllowList, c.st.AllowCounters(name))
 		if err != nil {
 			info.addFieldError(err)
 			return
+		}
+		for _, n := range notes {
+			info.addWarning(fmt.Sprintf("ipAllowList.sourceRange[%d]", n.Index), n.Msg)
 		}
 		c.mws[name] = mw
 	}

@@ -83,10 +83,13 @@ func NewEntryPoint(name string, cfg *config.EntryPoint, log zerolog.Logger) (*En
 		e.ppEnabled = true
 		e.ppInsecure = pp.Insecure
 		for _, r := range pp.TrustedIPs {
-			p, err := config.ParsePrefix(r)
+			p, note, err := config.ParsePrefixNote(r)
 			if err != nil {
 				_ = ln.Close()
 				return nil, fmt.Errorf("entryPoints.%s.proxyProtocol.trustedIPs: %w", name, err)
+			}
+			if note != "" {
+				e.log.Warn().Msg("entryPoints." + name + ".proxyProtocol.trustedIPs: " + note)
 			}
 			e.trusted = append(e.trusted, p)
 		}

@@ -32,6 +32,7 @@ func TestCompileErrorsNameTheirField(t *testing.T) {
 			"bits": {InFlightConn: &config.TCPInFlightConn{Amount: 1, IPv6Subnet: &bits}},
 			"zero": {InFlightConn: &config.TCPInFlightConn{Amount: 0}},
 			"cidr": {IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"10.0.0.0/8", "10.0.0.0/33"}}},
+			"host": {IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"127.0.0.9/8"}}},
 		},
 	}
 	_, rt := Compile(cfg, []string{"tcp"}, NewState(zerolog.Nop()), zerolog.Nop())
@@ -52,9 +53,23 @@ func TestCompileErrorsNameTheirField(t *testing.T) {
 		{&rt.Middlewares["bits"].ResourceStatus, "inFlightConn.ipv6Subnet"},
 		{&rt.Middlewares["zero"].ResourceStatus, "inFlightConn.amount"},
 		{&rt.Middlewares["cidr"].ResourceStatus, "ipAllowList.sourceRange[1]"},
+		{&rt.Middlewares["host"].ResourceStatus, "ipAllowList.sourceRange[0]"},
 	} {
 		if len(tc.st.Err) == 0 || tc.st.ErrorField(0) != tc.field {
 			t.Errorf("errors %q: field %q, want %q", tc.st.Err, tc.st.ErrorField(0), tc.field)
 		}
+	}
+}
+
+// Issue 10.6: an allow list entry with host bits set applies as its masked
+// range, with status warning and the note in its errors.
+func TestAllowListHostBitsWarn(t *testing.T) {
+	cfg := &config.TCPConfiguration{Middlewares: map[string]*config.TCPMiddleware{
+		"host": {IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"127.0.0.9/8", "::ffff:0:0/96"}}},
+	}}
+	_, rt := Compile(cfg, []string{"tcp"}, NewState(zerolog.Nop()), zerolog.Nop())
+	mi := rt.Middlewares["host"]
+	if mi.Status != StatusWarning || len(mi.Err) != 2 || mi.ErrorField(1) != "ipAllowList.sourceRange[1]" {
+		t.Fatalf("status %s, errors %q", mi.Status, mi.Err)
 	}
 }

@@ -22,21 +22,38 @@ type List struct {
 // is an error naming the entry: the middleware (and so its routers) then fails
 // closed instead of silently admitting or dropping part of the intent.
 func Parse(ranges []string) (*List, error) {
+	l, _, err := ParseNotes(ranges)
+	return l, err
+}
+
+// Note is a warning about one entry of a sourceRange that parses but may
+// not mean what it reads as (host bits set, an IPv4-mapped range).
+type Note struct {
+	Index int
+	Msg   string
+}
+
+// ParseNotes is Parse plus the notes on suspicious entries.
+func ParseNotes(ranges []string) (*List, []Note, error) {
 	if len(ranges) == 0 {
-		return nil, config.FieldErrorf("ipAllowList.sourceRange", "ipAllowList.sourceRange is empty: it would admit nobody")
+		return nil, nil, config.FieldErrorf("ipAllowList.sourceRange", "ipAllowList.sourceRange is empty: it would admit nobody")
 	}
+	var notes []Note
 	l := &List{prefixes: make([]netip.Prefix, 0, len(ranges))}
 	for i, r := range ranges {
 		if strings.TrimSpace(r) == "" {
-			return nil, config.FieldErrorf(fmt.Sprintf("ipAllowList.sourceRange[%d]", i), "ipAllowList.sourceRange[%d] is empty (%q): a stray comma, or an empty list?", i, r)
+			return nil, nil, config.FieldErrorf(fmt.Sprintf("ipAllowList.sourceRange[%d]", i), "ipAllowList.sourceRange[%d] is empty (%q): a stray comma, or an empty list?", i, r)
 		}
-		p, err := config.ParsePrefix(r)
+		p, note, err := config.ParsePrefixNote(r)
 		if err != nil {
-			return nil, config.FieldErrorf(fmt.Sprintf("ipAllowList.sourceRange[%d]", i), "ipAllowList.sourceRange: %w", err)
+			return nil, nil, config.FieldErrorf(fmt.Sprintf("ipAllowList.sourceRange[%d]", i), "ipAllowList.sourceRange: %w", err)
+		}
+		if note != "" {
+			notes = append(notes, Note{Index: i, Msg: "ipAllowList.sourceRange: " + note})
 		}
 		l.prefixes = append(l.prefixes, p)
 	}
-	return l, nil
+	return l, notes, nil
 }
 
 // Contains reports whether a (unmapped) is in the list.
@@ -56,22 +73,24 @@ type Counters struct {
 	Denied  atomic.Uint64
 }
 
-// New returns the middleware for an ipAllowList block. c receives its counts
-// (it may be nil).
-func New(cfg *config.TCPIPAllowList, c *Counters) (tcp.Middleware, error) {
+// New returns the middleware for an ipAllowList block, and notes on the
+// entries that parse but may not mean what they read as (they apply as the
+// notes say; the middleware shows status warning). c receives its counts (it
+// may be nil).
+func New(cfg *config.TCPIPAllowList, c *Counters) (tcp.Middleware, []Note, error) {
 	if cfg == nil {
-		return nil, errors.New("ipAllowList: no configuration")
+		return nil, nil, errors.New("ipAllowList: no configuration")
 	}
-	l, err := Parse(cfg.SourceRange)
+	l, notes, err := ParseNotes(cfg.SourceRange)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if c == nil {
 		c = &Counters{}
 	}
 	return func(next tcp.Handler) tcp.Handler {
 		return &handler{list: l, next: next, counts: c}
-	}, nil
+	}, notes, nil
 }
 
 type handler struct {
