@@ -5,7 +5,10 @@ package proxy
 
 import (
 	"context"
+	"os"
+	"runtime"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,12 +20,13 @@ import (
 
 // Server owns the entry points and applies configuration snapshots to them.
 type Server struct {
-	eps   map[string]*EntryPoint
-	names []string
-	state *State
-	rt    atomic.Pointer[Runtime]
-	mu    sync.Mutex // serialises Apply
-	log   zerolog.Logger
+	eps    map[string]*EntryPoint
+	engine *engine
+	names  []string
+	state  *State
+	rt     atomic.Pointer[Runtime]
+	mu     sync.Mutex // serialises Apply
+	log    zerolog.Logger
 
 	reloads     atomic.Uint64
 	lastReload  atomic.Int64 // unix nanoseconds
@@ -41,24 +45,41 @@ func NewServer(eps map[string]*config.EntryPoint, log zerolog.Logger) (*Server, 
 		ep, err := NewEntryPoint(name, eps[name], log)
 		if err != nil {
 			for _, e := range s.eps {
-				_ = e.ln.Close()
+				e.closeListener()
 			}
 			return nil, err
 		}
 		s.eps[name] = ep
 	}
+	nloops := runtime.GOMAXPROCS(0)
+	if v, err := strconv.Atoi(os.Getenv("TOLLGATE_LOOPS")); err == nil && v > 0 {
+		nloops = v // measurement knob
+	}
+	eng, err := newEngine(nloops, log)
+	if err != nil {
+		for _, e := range s.eps {
+			e.closeListener()
+		}
+		return nil, err
+	}
+	s.engine = eng
+	for _, ep := range s.eps {
+		ep.engine = eng
+	}
 	s.rt.Store(&Runtime{Routers: map[string]*RouterInfo{}, Services: map[string]*ServiceInfo{}, Middlewares: map[string]*MiddlewareInfo{}})
 	return s, nil
 }
 
-// Start runs every entry point's accept loop in its own goroutine.
+// Start runs the event loops and puts every entry point's listener in them.
 func (s *Server) Start() {
+	s.engine.start()
 	for _, name := range s.names {
-		go func(ep *EntryPoint) {
-			if err := ep.Serve(); err != nil {
-				ep.log.Error().Err(err).Msg("entry point stopped")
+		ep := s.eps[name]
+		s.engine.each(func(l *loop) {
+			if err := l.addListener(ep); err != nil {
+				ep.log.Error().Err(err).Msg("entry point cannot accept")
 			}
-		}(s.eps[name])
+		})
 	}
 }
 
@@ -130,5 +151,6 @@ func (s *Server) Shutdown(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	s.engine.stop()
 	s.state.Close() // stop health checkers
 }
