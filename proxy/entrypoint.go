@@ -164,7 +164,7 @@ func (e *EntryPoint) SetTable(t *Table) {
 // unrouted connections (before a byte is read) and read first on the loop.
 func (e *EntryPoint) serveAccepted(l *loop, fd int, peer netip.AddrPort) {
 	e.accepted.Add(1)
-	rc := &rconn{l: l, ep: e, cfd: fd, bfd: -1}
+	rc := &rconn{l: l, ep: e, cfd: fd, bfd: -1, timerIdx: -1}
 	c := &rc.c
 	c.Sock, c.Client, c.EntryPoint = rc, peer, e.name
 	if e.wildcard {

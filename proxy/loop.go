@@ -414,36 +414,60 @@ func (l *loop) release(rc *rconn) {
 	}
 }
 
-// Timers. Each connection has at most one pending deadline (rconn.timerAt);
-// the heap holds (time, slot, generation, sequence) and a fired entry that
-// no longer matches its connection is ignored.
+// Timers. Each connection has at most one pending deadline (rconn.timerAt),
+// kept in the loop's heap with its position (rconn.timerIdx), so that moving
+// or clearing it updates the heap in place: no stale entry stays behind for
+// a connection that ended or moved on. Loop-level timers (listener
+// back-off) are the few entries with fn set.
 
 type timerEntry struct {
-	at        int64
-	slot, gen uint32
-	seq       uint32
-	fn        func() // loop-level timers (listener back-off); nil for connections
+	at int64
+	rc *rconn // nil for a loop-level timer
+	fn func()
 }
 
 type timerHeap []timerEntry
 
 func (h timerHeap) Len() int           { return len(h) }
 func (h timerHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerEntry)) }
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	if rc := h[i].rc; rc != nil {
+		rc.timerIdx = i
+	}
+	if rc := h[j].rc; rc != nil {
+		rc.timerIdx = j
+	}
+}
+func (h *timerHeap) Push(x any) {
+	e := x.(timerEntry)
+	if e.rc != nil {
+		e.rc.timerIdx = len(*h)
+	}
+	*h = append(*h, e)
+}
 func (h *timerHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]
+	old[len(old)-1] = timerEntry{}
 	*h = old[:len(old)-1]
+	if e.rc != nil {
+		e.rc.timerIdx = -1
+	}
 	return e
 }
 
 // arm sets rc's deadline to at (loop clock); zero clears it.
 func (l *loop) arm(rc *rconn, at int64) {
-	rc.timerSeq++
 	rc.timerAt = at
-	if at != 0 {
-		heap.Push(&l.timers, timerEntry{at: at, slot: rc.slot, gen: rc.gen, seq: rc.timerSeq})
+	switch {
+	case rc.timerIdx >= 0 && at == 0:
+		heap.Remove(&l.timers, rc.timerIdx)
+	case rc.timerIdx >= 0:
+		l.timers[rc.timerIdx].at = at
+		heap.Fix(&l.timers, rc.timerIdx)
+	case at != 0:
+		heap.Push(&l.timers, timerEntry{at: at, rc: rc})
 	}
 }
 
@@ -460,13 +484,8 @@ func (l *loop) runTimers() {
 			e.fn()
 			continue
 		}
-		if int(e.slot) >= len(l.conns) {
-			continue
-		}
-		if rc := l.conns[e.slot]; rc != nil && rc.gen == e.gen && rc.timerSeq == e.seq {
-			rc.timerAt = 0
-			rc.timeout()
-		}
+		e.rc.timerAt = 0
+		e.rc.timeout()
 	}
 }
 

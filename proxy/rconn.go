@@ -24,7 +24,7 @@ type rconn struct {
 	l         *loop
 	ep        *EntryPoint
 	slot, gen uint32
-	timerSeq  uint32
+	timerIdx  int // position in the loop's timer heap; -1 when none
 	timerAt   int64
 	cfd, bfd  int // client and backend sockets; -1 when closed or none
 	state     connState
@@ -96,6 +96,7 @@ func (rc *rconn) Refuse(gently bool) {
 	}
 	rc.closeBackend()
 	rc.state = stateDone
+	rc.l.arm(rc, 0)
 	rc.l.release(rc)
 }
 
@@ -747,6 +748,7 @@ func (rc *rconn) end(failed bool) {
 	}
 	rc.failed = failed
 	rc.state = stateDone
+	rc.l.arm(rc, 0)
 	rc.releaseHeld()
 	if rc.cfd >= 0 {
 		_ = unix.Close(rc.cfd)
