@@ -2,11 +2,11 @@ package cmdline
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
 
 // staticError runs the tollgate command as main does, with args and only
@@ -31,15 +31,6 @@ func staticError(t *testing.T, env map[string]string, args ...string) string {
 	return execute(Root(cmd, func() error { return cmd.Static.Validate() }, "test"))
 }
 
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // Every static configuration error names where the bad option was written
 // (the TOLLGATE_ variable, the configuration file and line, the flag) and
 // says what was expected, whether paerser fails to decode it or the
@@ -47,8 +38,8 @@ func writeFile(t *testing.T, name, content string) string {
 func TestStaticErrorsNameTheirSource(t *testing.T) {
 	const hostPort = `not [host]:port: address 5432: missing port in address`
 	const duration = `must be a duration such as 10s or 1m30s (a bare number is seconds), got "ten"`
-	yml := func(t *testing.T, content string) string { return writeFile(t, "tollgate.yml", content) }
-	toml := func(t *testing.T, content string) string { return writeFile(t, "tollgate.toml", content) }
+	yml := func(t *testing.T, content string) string { return itest.WriteFile(t, "tollgate.yml", content) }
+	toml := func(t *testing.T, content string) string { return itest.WriteFile(t, "tollgate.toml", content) }
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
