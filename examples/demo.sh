@@ -41,8 +41,26 @@ served() {
     [[ $body == *'"status": "enabled"'* ]]
 }
 
+# The host ports the demo publishes, with the variable that moves each.
+ports=(
+    "TOLLGATE_DEMO_LIMITED_PORT:${TOLLGATE_DEMO_LIMITED_PORT:-15432}"
+    "TOLLGATE_DEMO_GUARDED_PORT:${TOLLGATE_DEMO_GUARDED_PORT:-16379}"
+    "TOLLGATE_DEMO_REGISTERED_PORT:${TOLLGATE_DEMO_REGISTERED_PORT:-13306}"
+    "TOLLGATE_DEMO_API_PORT:${TOLLGATE_DEMO_API_PORT:-18080}"
+    "TOLLGATE_DEMO_CONSUL_PORT:${TOLLGATE_DEMO_CONSUL_PORT:-18500}"
+)
+
 up() {
     command -v curl >/dev/null || { echo "demo.sh: curl is needed (apt-get install curl)" >&2; exit 1; }
+    if [[ -z $(compose ps -q 2>/dev/null) ]]; then # not up yet: its ports must be free
+        local p
+        for p in "${ports[@]}"; do
+            if (exec 3<>"/dev/tcp/127.0.0.1/${p#*:}") 2>/dev/null; then
+                echo "demo.sh: 127.0.0.1:${p#*:} is in use by something else: stop it, or move the demo's port with ${p%%:*}=<port> (examples/README.md)" >&2
+                exit 1
+            fi
+        done
+    fi
     examples/build.sh
     compose up -d --build
     echo "waiting for tollgate to serve limited@docker, guarded@docker and registered@consulcatalog ..."
