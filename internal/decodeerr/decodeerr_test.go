@@ -38,7 +38,7 @@ func TestBlameAndFind(t *testing.T) {
 	toml := "[tcp.routers.db]\n  rule = \"HostSNI(`*`)\"\n  servce = \"db\"\n[tcp.middlewares.limit.inFlightConn]\n  amount = \"ten\"\n"
 	for _, tc := range []struct {
 		content, ext, msg, key string
-		line                    int
+		line                   int
 	}{
 		{yml, ".yml", "field not found, node: servce", "tcp.routers.db.servce", 5},
 		{yml, ".yml", `strconv.ParseInt: parsing "ten": invalid syntax`, "tcp.middlewares.limit.inFlightConn.amount", 9},
