@@ -151,6 +151,7 @@ type loop struct {
 	base      time.Time // mono() counts from here
 	scratch   []byte    // reads of small transfers land here
 	pipes     []*splicePipe
+	pipeSize  int // the size asked of new pipes
 	stopping  bool
 	live      int // connections on this loop
 }
@@ -176,7 +177,7 @@ func newLoop(id int, log zerolog.Logger) (*loop, error) {
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
 	l := &loop{id: id, epfd: epfd, wakefd: wfd, log: log, events: make([]unix.EpollEvent, 256),
-		base: time.Now(), scratch: make([]byte, scratchSize), block: os.Getenv("TOLLGATE_LOOP_WAIT") == "block"}
+		base: time.Now(), scratch: make([]byte, scratchSize), pipeSize: maxSplice, block: os.Getenv("TOLLGATE_LOOP_WAIT") == "block"}
 	if !l.block {
 		if err := unix.SetNonblock(epfd, true); err != nil {
 			_ = unix.Close(epfd)
@@ -499,7 +500,7 @@ func (l *loop) getPipe() *splicePipe {
 		l.pipes = l.pipes[:n-1]
 		return p
 	}
-	return newSplicePipe()
+	return newSplicePipe(l.pipeSize)
 }
 
 func (l *loop) putPipe(p *splicePipe) {
@@ -518,12 +519,12 @@ type splicePipe struct {
 
 // newSplicePipe makes a pipe, or returns nil when none can be made (out of
 // descriptors): the copy then goes through the loop's buffer.
-func newSplicePipe() *splicePipe {
+func newSplicePipe(want int) *splicePipe {
 	var fds [2]int
 	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		return nil
 	}
-	size, err := unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, maxSplice)
+	size, err := unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, want)
 	if err != nil || size <= 0 {
 		size = 64 << 10 // the default
 	}

@@ -604,7 +604,9 @@ func (rc *rconn) pump() {
 // and from then on it splices through a pipe the loop lends while bytes sit
 // in it. A read shorter than asked means the source is drained for now (edge
 // triggered: the next bytes bring a new event), so no call is spent on
-// EAGAIN; after the peer's close (EPOLLRDHUP), a short read is the end.
+// EAGAIN; after the peer's close (EPOLLRDHUP), a short read is the end. A
+// splice can return short with bytes still queued (the pipe's slots run out
+// before its bytes do), so bulk directions read on until EAGAIN.
 func (rc *rconn) move(d *direction, src, dst int) bool {
 	l := rc.l
 	for {
@@ -680,12 +682,10 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 					d.eof = true
 					continue
 				}
+				// A short splice does not mean the socket is drained (the pipe
+				// may have run out of slots first): read on until EAGAIN.
 				d.pipe, d.inPipe = p, n
 				d.n += int64(n)
-				if n < p.size {
-					d.readable = false
-					d.eof = d.rdhup
-				}
 				continue
 			}
 			rc.lb.counters.SpliceFallbacks.Add(1) // no pipe: through the buffer this time
