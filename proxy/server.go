@@ -1,14 +1,13 @@
-// Package proxy is tollgate's data plane: entry points that accept
-// connections, the compiler that turns a configuration snapshot into routing
-// tables, the load balancers that dial backends, and the copiers between them.
+// Package proxy is tollgate's data plane: entry points and the event loops
+// that accept and serve their connections, the compiler that turns a
+// configuration snapshot into routing tables, and the load balancers that
+// dial backends (ARCHITECTURE.md, "The connection core").
 package proxy
 
 import (
 	"context"
-	"os"
 	"runtime"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,11 +50,7 @@ func NewServer(eps map[string]*config.EntryPoint, log zerolog.Logger) (*Server, 
 		}
 		s.eps[name] = ep
 	}
-	nloops := runtime.GOMAXPROCS(0)
-	if v, err := strconv.Atoi(os.Getenv("TOLLGATE_LOOPS")); err == nil && v > 0 {
-		nloops = v // measurement knob
-	}
-	eng, err := newEngine(nloops, log)
+	eng, err := newEngine(runtime.GOMAXPROCS(0), log)
 	if err != nil {
 		for _, e := range s.eps {
 			e.closeListener()
