@@ -226,8 +226,10 @@ func buildContainer(c Container, opts Options) (provider.Source, []provider.Prob
 				Message: fmt.Sprintf("service %q has no loadBalancer (weighted services cannot be declared in labels)", name)})
 		}
 		var labelPort string
+		var labelled config.TCPServer // the labels' server: its port, its maxConn
 		if len(lb.Servers) > 0 {
-			labelPort = lb.Servers[0].Port
+			labelled = lb.Servers[0]
+			labelPort = labelled.Port
 		}
 		lb.Servers = nil
 		if !withServer {
@@ -238,7 +240,8 @@ func buildContainer(c Container, opts Options) (provider.Source, []provider.Prob
 			return skip(provider.Problem{Resource: provider.Resource{Kind: provider.KindService, Name: name},
 				Message: fmt.Sprintf("service %q: %v", name, err)})
 		}
-		lb.Servers = []config.TCPServer{{Address: addr}}
+		labelled.Address, labelled.Port = addr, ""
+		lb.Servers = []config.TCPServer{labelled}
 	}
 	return src, provider.BuildTCPRouterConfiguration(src, "container", labels.Root)
 }
