@@ -113,7 +113,7 @@ type State struct {
 
 	capacities  map[string]*capacity // capped services' slots and queues (capacity.go)
 	observers   ConnObservers        // what closed connections report (accesslog.go)
-	routerStats routerStats   // per-router bytes and durations (metrics_conn.go)
+	routerStats routerStats          // per-router bytes and durations (metrics_conn.go)
 }
 
 // NewState returns empty state logging through log.
