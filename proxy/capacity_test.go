@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
 // greeted reports whether c receives the backend's one-byte banner within d.
@@ -193,4 +195,43 @@ func TestQueueDrainsToServersStillUp(t *testing.T) {
 	if !greeted(conns[3], 2*time.Second) {
 		t.Fatal("the last waiting connection was not served by the server still UP")
 	}
+}
+
+// A handler that decides asynchronously (tcp.Conn.Later) goes on on the
+// connection's loop once its answer is in; a connection that ended
+// meanwhile gets dropped instead.
+func TestLaterResumesOnTheLoop(t *testing.T) {
+	be := startBackend(t, "B")
+	s := newTestServer(t, "tcp")
+	apply(s, "file", singleRouter(be.addr(), nil))
+	lb := s.EntryPoint("tcp").table.Load().routes[0].handler
+	answer := make(chan bool)
+	var dropped atomic.Int32
+	s.EntryPoint("tcp").SetTable(&Table{routes: []*route{{
+		name: "slow", rule: mustRule(t, "HostSNI(`*`)"), open: new(atomic.Int64),
+		handler: tcp.HandlerFunc(func(c *tcp.Conn) {
+			go func() {
+				if <-answer {
+					c.Later(func() { lb.ServeTCP(c) }, func() { dropped.Add(1) })
+				}
+			}()
+		}),
+	}}})
+	c := dialSrc(t, "127.0.4.1", s.addr("tcp"))
+	defer c.Close()
+	if greeted(c, 100*time.Millisecond) {
+		t.Fatal("served before the handler's answer")
+	}
+	answer <- true
+	if !greeted(c, 2*time.Second) {
+		t.Fatal("not served after the handler's answer")
+	}
+	// A connection still waiting when the entry point shuts down is dropped.
+	c2 := dialSrc(t, "127.0.4.2", s.addr("tcp"))
+	defer c2.Close()
+	waitFor(t, "the second connection accepted", func() bool { return s.EntryPoint("tcp").Open() == 2 })
+	go s.EntryPoint("tcp").Shutdown(t.Context())
+	waitFor(t, "the waiting connection closed by the shutdown", func() bool { return s.EntryPoint("tcp").Open() <= 1 })
+	answer <- true
+	waitFor(t, "dropped to run for it", func() bool { return dropped.Load() == 1 })
 }

@@ -111,6 +111,18 @@ func (rc *rconn) LocalAddr() netip.AddrPort {
 	return localAddrOf(rc.cfd)
 }
 
+// Later runs run on the loop if the connection still waits in its router's
+// chain, else dropped (tcp.Socket).
+func (rc *rconn) Later(run, dropped func()) {
+	rc.l.post(func(*loop) {
+		if rc.state == stateRouting {
+			run()
+		} else if dropped != nil {
+			dropped()
+		}
+	})
+}
+
 func (rc *rconn) releaseHeld() {
 	if rc.held.IsValid() {
 		rc.ep.unrouted.Release(rc.held)
