@@ -70,6 +70,10 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// KeyValue returns the label at fault, as written, and what is wrong with it
+// (provider.KeyError).
+func (e *Error) KeyValue() (key, value string, cause error) { return e.Key, e.Value, e.Err }
+
 // Decode decodes the `traefik.tcp.` labels in m into a configuration with bare
 // resource names. Labels outside that prefix are ignored; when there are none,
 // the result has a nil TCP section. m is not modified. The error is an *Error
