@@ -18,6 +18,7 @@ var importRules = map[string][]string{
 	"proxy/tcp":                        {},
 	"internal/expr":                    {},
 	"internal/itest":                   {},
+	"internal/itest/forward":           {},
 	"internal/ratelog":                 {},
 	"labels":                           {"config"},
 	"provider":                         {"config"},
