@@ -24,6 +24,7 @@ var importRules = map[string][]string{
 	"provider":                         {"config"},
 	"provider/docker":                  {"config", "labels", "provider", "provider/constraints", "provider/internal/"},
 	"provider/consulcatalog":           {"config", "labels", "provider", "provider/constraints"},
+	"provider/swarm":                   {"config", "labels", "provider", "provider/constraints", "provider/internal/"},
 	"provider/internal/":               {},
 	"provider/file":                    {"config", "provider"},
 	"provider/kubernetescrd":           {"config", "provider", "provider/kubernetescrd/internal/"},
