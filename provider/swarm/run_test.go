@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/rs/zerolog"
+	"github.com/traefik/paerser/flag"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
@@ -244,6 +245,23 @@ func TestRunReportsOutageAndResyncs(t *testing.T) {
 	f.set(2, swarm.TaskStateRunning, swarm.TaskStateRunning)
 	f.pingErr.Store(nil)
 	rec.WaitLatest(t, 2*time.Second, "resynced with the change made during the outage", serverCount(2))
+}
+
+// --providers.swarm alone turns the provider on with Traefik's defaults;
+// the options are Traefik v3's names (case-insensitive).
+func TestFlags(t *testing.T) {
+	cmd := config.NewCommand()
+	if err := flag.Decode([]string{"--providers.swarm", "--providers.swarm.refreshSeconds=5", "--providers.swarm.httpclienttimeout=3s", "--providers.swarm.network=shop_backend"}, cmd); err != nil {
+		t.Fatal(err)
+	}
+	c := cmd.Providers.Swarm
+	if c == nil || !c.Watch || !c.ExposedByDefault || c.AllowEmptyServices || c.RefreshSeconds != config.Duration(5*time.Second) ||
+		c.HTTPClientTimeout != config.Duration(3*time.Second) || c.Network != "shop_backend" || c.Endpoint != "" {
+		t.Fatalf("providers.swarm = %+v", c)
+	}
+	if config.NewCommand().Providers.Swarm != nil {
+		t.Fatal("the Swarm provider must be off unless asked for")
+	}
 }
 
 func TestNew(t *testing.T) {
