@@ -13,20 +13,21 @@ const module = "github.com/tollgate-proxy/tollgate"
 // may import. A package not listed fails the test until it is given a rule.
 var importRules = map[string][]string{
 	"":                                 {"*"},
-	"internal/cmdline":                 {"config"},
+	"internal/cmdline":                 {"config", "internal/decodeerr"},
 	"config":                           {},
 	"proxy/tcp":                        {},
 	"internal/expr":                    {},
 	"internal/itest":                   {},
 	"internal/itest/forward":           {},
 	"internal/ratelog":                 {},
-	"labels":                           {"config"},
+	"internal/decodeerr":               {},
+	"labels":                           {"config", "internal/decodeerr"},
 	"provider":                         {"config"},
 	"provider/docker":                  {"config", "labels", "provider", "provider/constraints", "provider/internal/"},
 	"provider/consulcatalog":           {"config", "labels", "provider", "provider/constraints"},
 	"provider/swarm":                   {"config", "labels", "provider", "provider/constraints", "provider/internal/"},
 	"provider/internal/":               {},
-	"provider/file":                    {"config", "provider"},
+	"provider/file":                    {"config", "internal/decodeerr", "provider"},
 	"provider/kubernetescrd":           {"config", "provider", "provider/kubernetescrd/internal/"},
 	"provider/kubernetescrd/internal/": {"internal/itest"},
 	"provider/constraints":             {"internal/expr"},
@@ -34,7 +35,7 @@ var importRules = map[string][]string{
 	"proxy/rule":                       {"config", "internal/expr", "proxy/tcp"},
 	"proxy":                            {"config", "internal/ratelog", "middleware/", "proxy/rule", "proxy/tcp"},
 	"api":                              {"config", "middleware/", "provider", "proxy"},
-	"check":                            {"config", "labels", "provider", "provider/", "proxy"},
+	"check":                            {"config", "internal/decodeerr", "labels", "provider", "provider/", "proxy"},
 	"examples/echo":                    {},
 }
 

@@ -15,7 +15,7 @@ import (
 // would type (docker run, stop, start).
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := itest.Main(m)
 	itest.RemoveImages()
 	os.Exit(code)
 }

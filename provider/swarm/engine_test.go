@@ -35,7 +35,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := itest.Main(m)
 	if swarmOwned {
 		if out, err := exec.Command("docker", "swarm", "leave", "--force").CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "docker swarm leave --force: %v\n%s", err, out)
