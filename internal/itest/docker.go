@@ -23,8 +23,25 @@ import (
 // is pulled.
 
 // NeedDocker skips t unless the docker CLI is installed and the engine at
-// DOCKER_HOST (or the default socket) answers a ping.
+// DOCKER_HOST (or the default socket) answers a ping; t then holds the
+// engine shared with the other tests of this module (enginelock.go) until
+// it ends.
 func NeedDocker(t testing.TB) {
+	t.Helper()
+	needDocker(t)
+	lockEngine(t, false)
+}
+
+// NeedDockerAlone is NeedDocker for a test that measures latencies: it
+// waits until no other test of this module uses the engine, and keeps the
+// others waiting until it ends.
+func NeedDockerAlone(t testing.TB) {
+	t.Helper()
+	needDocker(t)
+	lockEngine(t, true)
+}
+
+func needDocker(t testing.TB) {
 	t.Helper()
 	err := func() error {
 		if _, err := exec.LookPath("docker"); err != nil {
@@ -89,14 +106,21 @@ type image struct {
 	err  error
 }
 
-// RemoveImages removes every image this test binary built. Call it from
-// TestMain after m.Run. It first waits (up to 30 s) for the containers made
+// RemoveImages removes every image this test binary built, holding the
+// engine shared (enginelock.go). Call it from TestMain after m.Run. It first
+// waits (up to 30 s) for the containers made
 // from them to be gone: Swarm removes a removed service's task containers
 // a few seconds later, and an image removed while a container still uses
 // it would stay behind, untagged.
 func RemoveImages() {
 	imagesMu.Lock()
 	defer imagesMu.Unlock()
+	if len(images) == 0 {
+		return
+	}
+	if unlock, err := LockEngine(false); err == nil { // engine work: not during a measurement
+		defer unlock()
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, img := range images {
 		if img.name == "" {

@@ -221,7 +221,7 @@ func (g *gate) routed(t *testing.T, addr string) bool {
 // run -> first forwarded connection (the backend's banner through the
 // entry point), which adds the proxy's first dial to a fresh container.
 func TestE2EPropagationLatency(t *testing.T) {
-	itest.NeedDocker(t)
+	itest.NeedDockerAlone(t) // a measurement: no other engine test at the same time
 	if testing.Short() {
 		t.Skip("latency measurement: slow")
 	}

@@ -37,22 +37,32 @@ var (
 func TestMain(m *testing.M) {
 	code := itest.Main(m)
 	if swarmOwned {
+		// Engine work: not while another package's test measures latencies.
+		unlock, err := itest.LockEngine(false)
 		if out, err := exec.Command("docker", "swarm", "leave", "--force").CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "docker swarm leave --force: %v\n%s", err, out)
 		}
 		// swarm init made the bridge that links tasks to the host; leaving
 		// keeps it. Remove it too, unless something still uses it.
 		_ = exec.Command("docker", "network", "rm", "docker_gwbridge").Run()
+		if err == nil {
+			unlock()
+		}
 	}
 	itest.RemoveImages()
 	os.Exit(code)
 }
 
 // needSwarm skips t (or fails it under TOLLGATE_REQUIRE_INTEGRATION=1)
-// unless the engine answers and is, or can be made, a Swarm manager.
-func needSwarm(t *testing.T) {
+// unless the engine answers and is, or can be made, a Swarm manager. t holds
+// the engine shared with the other engine tests, or alone (a measurement).
+func needSwarm(t *testing.T, alone bool) {
 	t.Helper()
-	itest.NeedDocker(t)
+	if alone {
+		itest.NeedDockerAlone(t)
+	} else {
+		itest.NeedDocker(t)
+	}
 	swarmOnce.Do(func() {
 		state, err := swarmState()
 		if err != nil {
@@ -105,7 +115,19 @@ type world struct {
 // every service and container of t) when t ends.
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	needSwarm(t)
+	return makeWorld(t, false)
+}
+
+// newWorldAlone is newWorld for a measurement: no other engine test of this
+// module runs meanwhile.
+func newWorldAlone(t *testing.T) *world {
+	t.Helper()
+	return makeWorld(t, true)
+}
+
+func makeWorld(t *testing.T, alone bool) *world {
+	t.Helper()
+	needSwarm(t, alone)
 	w := &world{t: t, id: itest.Uniq()}
 	w.net = "tgit-" + w.id
 	itest.Docker(t, "network", "create", "--driver", "overlay", "--attachable", w.net)

@@ -33,7 +33,7 @@ func TestE2EPropagation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("latency measurement: slow")
 	}
-	w := newWorld(t)
+	w := newWorldAlone(t) // a measurement: no other engine test at the same time
 	g := w.startGate(itest.DockerSocket(t))
 	rounds := 10
 	if n, err := strconv.Atoi(os.Getenv("TOLLGATE_PROPAGATION_ROUNDS")); err == nil && n > 0 {

@@ -19,7 +19,7 @@ import (
 // FROM scratch images), the limit of 10 per client IP through the port
 // tollgate publishes in host mode, and `tollgate check` passing the file.
 func TestStackExample(t *testing.T) {
-	needSwarm(t)
+	needSwarm(t, false)
 	file := filepath.Join(itest.ModuleRoot(), "examples", "swarm", "stack.yml")
 	out, err := exec.Command(itest.Binary(t), "check", file).CombinedOutput()
 	if err != nil {
@@ -27,7 +27,8 @@ func TestStackExample(t *testing.T) {
 	}
 
 	stack := "tgit" + itest.Uniq()
-	port, apiPort := freePort(t), freePort(t)
+	ports := freePorts(t, 2)
+	port, apiPort := ports[0], ports[1]
 	deploy := exec.Command("docker", "stack", "deploy", "--resolve-image", "never", "-c", file, stack)
 	deploy.Env = append(os.Environ(),
 		"TOLLGATE_IMAGE="+itest.TollgateImage(t), "TOLLGATE_ECHO_IMAGE="+itest.EchoImage(t),
@@ -81,13 +82,18 @@ func TestStackExample(t *testing.T) {
 	}
 }
 
-// freePort returns a TCP port that was free on the host a moment ago.
-func freePort(t *testing.T) string {
+// freePorts returns n distinct TCP ports that were free on the host a
+// moment ago.
+func freePorts(t *testing.T, n int) []string {
 	t.Helper()
-	ln, err := net.Listen("tcp", ":0")
-	if err != nil {
-		t.Fatal(err)
+	var out []string
+	for range n {
+		ln, err := net.Listen("tcp", ":0") // held until all are chosen: distinct
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		out = append(out, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	return out
 }
