@@ -232,9 +232,16 @@ func TestOutOfDescriptorsLogIsBounded(t *testing.T) {
 		return metricValue(t, p, `tollgate_entrypoint_accept_errors_total{entrypoint="tcp"}`) > 0 &&
 			metricValue(t, p, `tollgate_service_dial_errors_total{service="s@file"}`) > 0
 	}, "descriptors did not run out: no failed accept and no failed dial counted")
-	// Keep the pressure on for two more seconds: the length of the
-	// scenario, not a wait for an outcome.
-	time.Sleep(2 * time.Second)
+	// Keep the pressure on for two more seconds: new connections every
+	// 10 ms, each failing again (the length of the scenario, not a wait for
+	// an outcome).
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 2, 1)}, Timeout: 100 * time.Millisecond}
+		if c, err := d.Dial("tcp", ep); err == nil {
+			conns = append(conns, c)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	elapsed := time.Since(start)
 	acceptErrs := metricValue(t, p, `tollgate_entrypoint_accept_errors_total{entrypoint="tcp"}`)
 	dialErrs := metricValue(t, p, `tollgate_service_dial_errors_total{service="s@file"}`)

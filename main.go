@@ -81,6 +81,11 @@ func run(cmd *config.Command) error {
 		return err
 	}
 	log := newLogger(st.Log)
+	// Signals are ours from the start: a SIGTERM that arrives while the
+	// entry points start must begin a drain, not kill the process.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 
 	srv, err := proxy.NewServer(st.EntryPoints, log)
 	if err != nil {
@@ -145,9 +150,6 @@ func run(cmd *config.Command) error {
 		log.Info().Str("entrypoint", name).Str("address", srv.EntryPoint(name).Addr().String()).Msg("entry point listening")
 	}
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
 			if fileProv != nil {

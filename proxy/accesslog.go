@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"time"
-	"unsafe"
 
 	"github.com/rs/zerolog"
 )
@@ -42,51 +41,34 @@ type connObserver struct {
 	metrics bool
 }
 
-// observedPair is a pair with what the access log and metrics need. The pair
-// must stay the first field: observeEnd gets &op.pair from the copier and
-// converts it back, which saves a closure allocation per connection.
-type observedPair struct {
-	pair
-	began time.Time
-	obs   *connObserver
-	svc   string
-}
-
-// startObserved starts the copiers of a pair whose end is observed.
-func (op *observedPair) startObserved() {
-	op.onEnd = observeEnd
-	op.start()
-}
-
-// observeEnd is the onEnd of every observedPair: it runs once, on the last
-// copier, after both sockets are closed and before the connection finishes.
-func observeEnd(p *pair) {
-	op := (*observedPair)(unsafe.Pointer(p)) // p is &observedPair.pair (first field)
-	d := time.Since(op.began)
-	o := op.obs
+// observe reports a proxied connection's end to the observers: per-router
+// bytes and duration, and the access log line. It runs once, on the loop,
+// after both sockets are closed and before the connection finishes.
+func (rc *rconn) observe() {
+	d := time.Since(rc.began)
+	o := rc.lb.obs
+	c := &rc.c
 	if o.metrics {
-		rc := o.st.routerStats.get(p.c.Router)
-		rc.BytesIn.Add(uint64(p.up))
-		rc.BytesOut.Add(uint64(p.dn))
-		rc.Duration.Observe(d)
+		rs := o.st.routerStats.get(c.Router)
+		rs.BytesIn.Add(uint64(rc.up.n))
+		rs.BytesOut.Add(uint64(rc.dn.n))
+		rs.Duration.Observe(d)
 	}
 	if o.log != nil {
 		end := "closed"
-		if p.failed.Load() {
+		if rc.failed {
 			end = "error"
 		}
-		ev := o.log.Log().
-			Str("entrypoint", p.c.EntryPoint).
-			Str("router", p.c.Router).
-			Str("service", op.svc)
-		if a := p.backend.RemoteAddr(); a != nil {
-			ev = ev.Str("server", a.String())
-		}
-		ev.Str("client_ip", p.c.Client.Addr().String()).
-			Uint16("client_port", p.c.Client.Port()).
+		o.log.Log().
+			Str("entrypoint", c.EntryPoint).
+			Str("router", c.Router).
+			Str("service", rc.lb.name).
+			Str("server", rc.lb.servers[rc.srv].address).
+			Str("client_ip", c.Client.Addr().String()).
+			Uint16("client_port", c.Client.Port()).
 			Float64("duration_ms", float64(d.Microseconds())/1e3).
-			Int64("bytes_in", p.up).
-			Int64("bytes_out", p.dn).
+			Int64("bytes_in", rc.up.n).
+			Int64("bytes_out", rc.dn.n).
 			Str("end", end).
 			Send()
 	}

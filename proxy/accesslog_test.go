@@ -157,9 +157,6 @@ func lbOf(t *testing.T, s *Server, _ string) *loadBalancer {
 	}
 	tables, _ := Compile(cfg, []string{"tcp"}, s.State(), zerolog.Nop())
 	h := tables["tcp"].routes[0].handler
-	if a, ok := h.(async); ok {
-		h = a.h
-	}
 	lb, ok := h.(*loadBalancer)
 	if !ok {
 		t.Fatalf("route handler %T is not a load balancer", h)

@@ -206,8 +206,6 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 	if o := c.st.connObservers(); o.any() {
 		h.obs = &connObserver{st: c.st, log: o.AccessLog, metrics: o.Metrics}
 	}
-	h.dialer.Timeout = DialTimeout
-	h.dialer.KeepAlive = -1 // backends are near; like nginx and HAProxy, no probes (and 4 fewer syscalls per dial)
 	if lb.ProxyProtocol != nil {
 		h.ppVer = byte(lb.ProxyProtocol.Version)
 	}
@@ -229,7 +227,7 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 	}
 	info.ServerStatus = map[string]string{}
 	for i, s := range lb.Servers {
-		srv := server{address: s.Address}
+		srv := newServer(s.Address)
 		if ups != nil {
 			srv.up = ups[i]
 		}
@@ -316,7 +314,7 @@ func (c *compiler) router(name string, r *config.TCPRouter, info *RouterInfo) *r
 	if info.Status == StatusDisabled {
 		return nil
 	}
-	var h tcp.Handler = async{svc}
+	var h tcp.Handler = svc
 	for i := len(chain) - 1; i >= 0; i-- {
 		h = chain[i](h)
 	}

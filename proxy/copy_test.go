@@ -1,16 +1,20 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/proxy/rule"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
@@ -73,8 +77,9 @@ func TestAcceptedConnectionsHaveKeepalive(t *testing.T) {
 	s.EntryPoint("tcp").SetTable(&Table{routes: []*route{{
 		name: "probe", rule: mustRule(t, "HostSNI(`*`)"), open: new(atomic.Int64),
 		handler: tcp.HandlerFunc(func(c *tcp.Conn) {
-			ka, _ := syscall.GetsockoptInt(fdOf(t, c.TCP), syscall.SOL_SOCKET, syscall.SO_KEEPALIVE)
-			idle, _ := syscall.GetsockoptInt(fdOf(t, c.TCP), syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE)
+			fd := c.Sock.(*rconn).cfd
+			ka, _ := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE)
+			idle, _ := syscall.GetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE)
 			got <- [2]int{ka, idle}
 			c.Reject()
 		}),
@@ -87,16 +92,6 @@ func TestAcceptedConnectionsHaveKeepalive(t *testing.T) {
 	}
 }
 
-func fdOf(t *testing.T, c *net.TCPConn) int {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fd int
-	_ = rc.Control(func(f uintptr) { fd = int(f) })
-	return fd
-}
-
 func mustRule(t *testing.T, s string) *rule.Rule {
 	r, err := rule.Parse(s)
 	if err != nil {
@@ -105,9 +100,27 @@ func mustRule(t *testing.T, s string) *rule.Rule {
 	return r
 }
 
+// echoBulk writes n bytes through c and reads them back, and reports
+// whether they came back intact.
+func echoBulk(c net.Conn, n int, seed byte) bool {
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = seed + byte(i*7)
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	defer func() { _ = c.SetDeadline(time.Time{}) }()
+	errc := make(chan error, 1)
+	go func() { _, err := c.Write(out); errc <- err }()
+	in := make([]byte, n)
+	if _, err := io.ReadFull(c, in); err != nil {
+		return false
+	}
+	return <-errc == nil && bytes.Equal(in, out)
+}
+
 // Issue 10.4: when no splice pipe can be created (the process is out of file
-// descriptors), an established connection keeps moving data through a
-// buffer, and the service counts it, instead of ending.
+// descriptors), an established connection keeps moving bulk data through the
+// loop's buffer, and the service counts it, instead of ending.
 func TestCopyFallsBackWithoutPipes(t *testing.T) {
 	be := startBackend(t, "")
 	s := newTestServer(t, "tcp")
@@ -117,15 +130,25 @@ func TestCopyFallsBackWithoutPipes(t *testing.T) {
 		t.Fatal("not forwarded")
 	}
 	defer c.Close()
+	// A bulk transfer first: reads that fill the loop's buffer move both
+	// directions to splicing.
+	if !echoBulk(c, 4<<20, 1) {
+		t.Fatal("bulk echo failed")
+	}
 	counters := s.State().ServiceCounters("s@file")
 	if counters.SpliceFallbacks.Load() != 0 {
 		t.Fatal("fallbacks counted while pipes could be made")
 	}
-	// Take every free descriptor below a lowered limit, so that a new pipe
-	// cannot be made, then take the pooled pipes out of reach: with one P
-	// the pool has one local list (a P's private item cannot be taken from
-	// another P), and changing GOMAXPROCS starts the pool's lists afresh.
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	// Take the loops' pooled pipes out of reach, then every free descriptor
+	// below a lowered limit, so that no new pipe can be made.
+	var taken []*splicePipe
+	var mu sync.Mutex
+	s.engine.each(func(l *loop) {
+		mu.Lock()
+		taken = append(taken, l.pipes...)
+		mu.Unlock()
+		l.pipes = nil
+	})
 	var old syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
 		t.Fatal(err)
@@ -165,29 +188,141 @@ func TestCopyFallsBackWithoutPipes(t *testing.T) {
 		syscall.Close(fds[1])
 		t.Skip("a pipe could still be created: cannot exhaust descriptors here")
 	}
-	var taken []*splicePipe
-	drain := func() {
-		for p := getPipe(); p != nil; p = getPipe() {
-			taken = append(taken, p)
-		}
-	}
-	okNoPipe := true
-	for i := 0; i < 5 && counters.SpliceFallbacks.Load() < 2; i++ {
-		drain() // a copier may return a pipe just after the previous round trip
-		okNoPipe = okNoPipe && ping(c)
-	}
+	okNoPipe := echoBulk(c, 1<<20, 2)
 	n := counters.SpliceFallbacks.Load()
-	for _, p := range taken {
-		putPipe(p)
-	}
 	restore()
+	for _, p := range taken {
+		p.close()
+	}
 	if !okNoPipe {
 		t.Fatal("the connection stopped echoing when no pipe could be created")
 	}
-	if n < 2 {
-		t.Fatalf("%d fallbacks counted for two round trips without pipes, want at least 2", n)
+	if n == 0 {
+		t.Fatal("no fallback counted for a bulk transfer without pipes")
 	}
-	if !ping(c) {
+	if !echoBulk(c, 1<<20, 3) {
 		t.Fatal("the connection stopped echoing after descriptors were available again")
+	}
+}
+
+// lingerBackend accepts connections, answers one byte to each byte, and
+// keeps a connection open for hold after its client's end (as a slow
+// server finishing its side would).
+func lingerBackend(t *testing.T, hold time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b := make([]byte, 1)
+				for {
+					if _, err := c.Read(b); err != nil {
+						break
+					}
+					_, _ = c.Write(b)
+				}
+				time.Sleep(hold) // the server's own pace after the client's end
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Issue 13.5: a client's limiter slot is freed as soon as the client has
+// closed its side, without waiting for the backend's half of the close (here
+// held up to the termination delay): the client can connect again at once,
+// as with nginx. With a termination delay without limit, the slot waits for
+// the whole connection.
+func TestSlotFreedWhenTheClientCloses(t *testing.T) {
+	be := lingerBackend(t, 3*time.Second)
+	for _, tc := range []struct {
+		delay   int // termination delay, ms; negative: no limit
+		freedBy time.Duration
+	}{{2000, 500 * time.Millisecond}, {-1, 0}} {
+		s := newTestServer(t, "tcp")
+		cfg := singleRouter(be, map[string]*config.TCPMiddleware{"one": limitMW(1)}, "one")
+		d := tc.delay
+		cfg.Services["s"].LoadBalancer.TerminationDelay = &d
+		apply(s, "file", cfg)
+		c, ok := dialFrom(t, "127.0.0.30", s.addr("tcp"))
+		if !ok {
+			t.Fatal("first connection not forwarded")
+		}
+		l := s.State().Limiters.Lookup("one@file")
+		c.Close()
+		if tc.delay < 0 {
+			time.Sleep(300 * time.Millisecond) // a window in which the slot must stay held
+			if l.Count(mustAddr("127.0.0.30")) != 1 {
+				t.Fatal("with no termination delay limit, the slot was freed before the connection ended")
+			}
+			continue
+		}
+		start := time.Now()
+		waitFor(t, "the slot to be freed after the client's close", func() bool { return l.Count(mustAddr("127.0.0.30")) == 0 })
+		if d := time.Since(start); d > tc.freedBy {
+			t.Fatalf("slot freed %v after the client closed, want within %v", d, tc.freedBy)
+		}
+		if s.EntryPoint("tcp").Open() != 1 {
+			t.Fatalf("open connections %d: the first one should still be draining to the backend", s.EntryPoint("tcp").Open())
+		}
+		c2, ok := dialFrom(t, "127.0.0.30", s.addr("tcp"))
+		if !ok {
+			t.Fatal("the client could not connect again while its old connection drained")
+		}
+		c2.Close()
+	}
+}
+
+// Bulk streams keep moving to the end: many parallel streams, each
+// splicing, never stall waiting for an event that does not come (a short
+// splice is not a drained socket).
+func TestBulkStreamsDoNotStall(t *testing.T) {
+	be := startBackend(t, "")
+	s := newTestServer(t, "tcp")
+	apply(s, "file", singleRouter(be.addr(), nil))
+	// One-page pipes: a splice then stops at the first TCP segment that
+	// does not fit, with more queued behind it.
+	s.engine.each(func(l *loop) {
+		for _, p := range l.pipes {
+			p.close()
+		}
+		l.pipes, l.pipeSize = nil, 4096
+	})
+	size := 64 << 20
+	if testing.Short() || raceEnabled {
+		size = 8 << 20
+	}
+	for round := 0; round < 2; round++ {
+		var wg sync.WaitGroup
+		errs := make(chan string, 8)
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				c, err := net.DialTimeout("tcp", s.addr("tcp"), 2*time.Second)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				defer c.Close()
+				if !echoBulk(c, size, byte(i)) {
+					errs <- fmt.Sprintf("stream %d: %d bytes did not all come back intact within the deadline", i, size)
+				}
+			}(i)
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Fatal(e)
+		}
 	}
 }

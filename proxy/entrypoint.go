@@ -2,16 +2,15 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/ratelog"
@@ -24,7 +23,11 @@ import (
 // keeps the generation it was routed with.
 type EntryPoint struct {
 	name        string
-	ln          *net.TCPListener
+	lfd         int            // the listening socket, raw (see listenSocket)
+	bound       netip.AddrPort // its address (port 0 resolved)
+	wildcard    bool           // bound to every address: a client's local address must be asked
+	engine      *engine        // the loops that accept and serve its connections
+	closeOnce   sync.Once
 	table       atomic.Pointer[Table]
 	readTimeout time.Duration
 	serverFirst time.Duration // silent this long: routed as a server-first client
@@ -32,12 +35,10 @@ type EntryPoint struct {
 	trusted     []netip.Prefix // PROXY protocol senders to believe
 	ppInsecure  bool
 	ppEnabled   bool
-	live        tracker
+	live        atomic.Int64 // connections being served
 	noRoute     atomic.Uint64
 	accepted    atomic.Uint64
 	log         zerolog.Logger
-	started     atomic.Bool
-	done        chan struct{}
 
 	// unrouted counts, per client IP, connections accepted and not yet routed
 	// (reading a PROXY header or a ClientHello); nil when unbounded.
@@ -45,23 +46,25 @@ type EntryPoint struct {
 	maxUnrouted int
 	unroutedLog ratelog.Limiter
 
-	acceptErrors atomic.Uint64
-	acceptLog    ratelog.Limiter
+	acceptErrors  atomic.Uint64
+	acceptLog     ratelog.Limiter
+	noRouteGently ratelog.Limiter // which no-route closes are gentle (tcp.Conn.Refuse)
 }
 
 // NewEntryPoint binds the entry point's address. An address in use is an
-// error naming the entry point and the address.
+// error naming the entry point and the address. Its connections are served
+// once Server.Start puts its listener in the loops.
 func NewEntryPoint(name string, cfg *config.EntryPoint, log zerolog.Logger) (*EntryPoint, error) {
-	l, err := listenConfig.Listen(context.Background(), "tcp", cfg.Address)
+	fd, bound, wildcard, err := listenSocket(cfg.Address)
 	if err != nil {
 		return nil, fmt.Errorf("entry point %q cannot listen on %s: %w", name, cfg.Address, err)
 	}
-	ln := l.(*net.TCPListener)
 	e := &EntryPoint{
 		name:        name,
-		ln:          ln,
+		lfd:         fd,
+		bound:       bound,
+		wildcard:    wildcard,
 		log:         log.With().Str("entrypoint", name).Logger(),
-		done:        make(chan struct{}),
 		serverFirst: config.DefaultServerFirstTimeout,
 		maxUnrouted: config.DefaultMaxUnroutedPerIP,
 	}
@@ -85,7 +88,7 @@ func NewEntryPoint(name string, cfg *config.EntryPoint, log zerolog.Logger) (*En
 		for _, r := range pp.TrustedIPs {
 			p, note, err := config.ParsePrefixNote(r)
 			if err != nil {
-				_ = ln.Close()
+				e.closeListener()
 				return nil, fmt.Errorf("entryPoints.%s.proxyProtocol.trustedIPs: %w", name, err)
 			}
 			if note != "" {
@@ -97,14 +100,21 @@ func NewEntryPoint(name string, cfg *config.EntryPoint, log zerolog.Logger) (*En
 	return e, nil
 }
 
+func (e *EntryPoint) closeListener() {
+	e.closeOnce.Do(func() { _ = unix.Close(e.lfd) })
+}
+
 // Name returns the entry point's name.
 func (e *EntryPoint) Name() string { return e.name }
 
 // Addr returns the bound address (useful with port 0).
-func (e *EntryPoint) Addr() net.Addr { return e.ln.Addr() }
+func (e *EntryPoint) Addr() net.Addr { return net.TCPAddrFromAddrPort(e.bound) }
 
 // Open returns the number of connections being served now.
-func (e *EntryPoint) Open() int64 { return e.live.n.Load() }
+func (e *EntryPoint) Open() int64 { return e.live.Load() }
+
+// Finish counts the end of one of the entry point's connections.
+func (e *EntryPoint) Finish(*tcp.Conn) { e.live.Add(-1) }
 
 // NoRoute returns how many connections matched no router.
 func (e *EntryPoint) NoRoute() uint64 { return e.noRoute.Load() }
@@ -149,54 +159,69 @@ func (e *EntryPoint) SetTable(t *Table) {
 	e.table.Store(t)
 }
 
-// Serve accepts until the listener is closed by Shutdown. A failed accept
-// (out of file descriptors, an aborted handshake) pauses the loop (see
-// acceptBackoff) and is logged at a bounded rate; the loop never ends
-// silently.
-func (e *EntryPoint) Serve() error {
-	if !e.started.CompareAndSwap(false, true) {
-		return errors.New("entry point " + e.name + " is already serving")
+// serveAccepted takes a connection loop l has just accepted: routed at
+// once when routing needs no byte, else counted against its IP's bound on
+// unrouted connections (before a byte is read) and read first on the loop.
+func (e *EntryPoint) serveAccepted(l *loop, fd int, peer netip.AddrPort) {
+	e.accepted.Add(1)
+	rc := &rconn{l: l, ep: e, cfd: fd, bfd: -1, timerIdx: -1}
+	c := &rc.c
+	c.Sock, c.Client, c.EntryPoint = rc, peer, e.name
+	if e.wildcard {
+		c.LocalUnknown = true
+	} else {
+		c.Local = e.bound
 	}
-	defer close(e.done)
-	var backoff acceptBackoff
-	for {
-		conn, err := e.ln.AcceptTCP()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			e.acceptErrors.Add(1)
-			pause := backoff.failed(err, time.Now())
-			if ok, suppressed := e.acceptLog.Allow(ratelog.String(err.Error())); ok {
-				ev := e.log.Error().Err(err).Dur("retry_in", pause)
-				if suppressed > 0 {
-					ev = ev.Uint64("suppressed", suppressed)
-				}
-				ev.Msg("accept failed")
-			}
-			time.Sleep(pause)
-			continue
-		}
-		e.accepted.Add(1)
-		t := e.table.Load()
-		c := &tcp.Conn{TCP: conn, EntryPoint: e.name}
-		c.Client = addrPort(conn.RemoteAddr())
-		c.Local = addrPort(conn.LocalAddr())
-		e.live.add(c)
-		if !e.ppEnabled && !t.peek {
-			e.route(c, t) // routing and middlewares never block; the service runs async
-			continue
-		}
-		// This connection is read before it is routed: never on the accept
-		// loop, and counted against its IP's bound on unrouted connections
-		// first, before a byte is read.
-		held, ok := e.admitUnrouted(c)
-		if !ok {
-			c.Reject()
-			continue
-		}
-		go e.serveReading(c, t, held)
+	l.slotFor(rc)
+	e.live.Add(1)
+	c.Defer(e)
+	t := e.table.Load()
+	rc.table = t
+	if !e.ppEnabled && !t.peek {
+		e.route(c, t) // routing and middlewares never block; the dial does not either
+		return
 	}
+	held, ok, gently := e.admitUnrouted(c)
+	if !ok {
+		c.Refuse(tcp.Gently(gently))
+		return
+	}
+	rc.held = held
+	e.startPreroute(rc, t)
+}
+
+// startPreroute starts reading what the client sends before routing: the
+// PROXY header, then enough to tell a TLS ClientHello from plain TCP. It
+// all must arrive within readTimeout of the accept. A client that sends
+// nothing for serverFirstTimeout (readTimeout when 0) is a client of a
+// server-first protocol: it is routed as plain TCP when a route can take it.
+func (e *EntryPoint) startPreroute(rc *rconn, t *Table) {
+	rc.state = statePreroute
+	now := rc.l.mono()
+	if e.readTimeout > 0 {
+		rc.deadline = now + int64(e.readTimeout)
+	}
+	wait := e.serverFirst
+	if wait == 0 || e.readTimeout > 0 && wait > e.readTimeout {
+		wait = e.readTimeout
+	}
+	if wait > 0 && (!t.peek || len(t.plain) > 0) { // a silent client has a route
+		rc.wait = int64(wait)
+		rc.silentBy = min(now+rc.wait, rc.deadlineOr())
+	}
+	rc.pre = preroute{pp: e.ppEnabled, peek: t.peek}
+	if e.ppEnabled {
+		peer := rc.c.Client.Addr()
+		rc.pre.trusted = e.ppInsecure || prefixesContain(e.trusted, peer)
+		rc.exempt = prefixesContain(e.trusted, peer)
+	}
+	if !rc.registerClient() {
+		rc.c.Reject()
+		return
+	}
+	rc.rearm()
+	// The client may have written already: epoll reports it at once (an
+	// edge-triggered watch added to a readable socket), so nothing is read here.
 }
 
 // acceptBackoff is the pause after a failed accept: 5 ms, doubling up to 1 s
@@ -227,27 +252,26 @@ func (b *acceptBackoff) failed(err error, now time.Time) time.Duration {
 // none). A sender trusted for PROXY protocol speaks for many clients: it is
 // not counted as one, and serveReading counts its connection under the client
 // its header names once it is read.
-func (e *EntryPoint) admitUnrouted(c *tcp.Conn) (netip.Addr, bool) {
+func (e *EntryPoint) admitUnrouted(c *tcp.Conn) (held netip.Addr, ok, gently bool) {
 	if e.unrouted == nil {
-		return netip.Addr{}, true
+		return netip.Addr{}, true, false
 	}
 	k := c.Client.Addr()
 	if e.ppEnabled && prefixesContain(e.trusted, k) {
-		return netip.Addr{}, true
+		return netip.Addr{}, true, false
 	}
 	if !e.unrouted.Acquire(k) {
-		e.rejectUnrouted(k)
-		return netip.Addr{}, false
+		return netip.Addr{}, false, e.rejectUnrouted(k)
 	}
-	return k, true
+	return k, true, false
 }
 
 // rejectUnrouted logs, at a bounded rate, a connection refused at the bound
 // on unrouted connections (the limiter counted it).
-func (e *EntryPoint) rejectUnrouted(k netip.Addr) {
+func (e *EntryPoint) rejectUnrouted(k netip.Addr) (logged bool) {
 	ok, suppressed := e.unroutedLog.Allow(ratelog.Addr(k))
 	if !ok {
-		return
+		return false
 	}
 	ev := e.log.Info().Str("client_ip", k.String())
 	if suppressed > 0 {
@@ -255,70 +279,7 @@ func (e *EntryPoint) rejectUnrouted(k netip.Addr) {
 	}
 	ev.Str("error", fmt.Sprintf("too many unrouted connections from %s (entryPoints.%s.transport.maxUnroutedPerIP=%d)", k, e.name, e.maxUnrouted)).
 		Msg("Connection rejected")
-}
-
-// serveReading reads what the client sends before routing, releases the
-// connection's unrouted slot, and routes it.
-func (e *EntryPoint) serveReading(c *tcp.Conn, t *Table, held netip.Addr) {
-	ok := e.preroute(c, t, &held)
-	if held.IsValid() {
-		e.unrouted.Release(held)
-	}
-	if !ok {
-		c.Reject()
-		return
-	}
-	e.route(c, t)
-}
-
-// preroute reads the PROXY header and the ClientHello the table needs, under
-// one deadline from accept. A client silent for serverFirstTimeout is routed
-// as plain TCP when a route can take it (server-first protocols). It returns
-// false when the connection must be closed: a malformed or unfinished header
-// or hello, or nothing by the deadline where only TLS routes exist.
-func (e *EntryPoint) preroute(c *tcp.Conn, t *Table, held *netip.Addr) bool {
-	now := time.Now()
-	pr := prereader{conn: c.TCP}
-	defer pr.done()
-	if e.readTimeout > 0 {
-		pr.deadline = now.Add(e.readTimeout)
-	}
-	wait := e.serverFirst
-	if wait == 0 || e.readTimeout > 0 && wait > e.readTimeout {
-		wait = e.readTimeout
-	}
-	serverFirst := wait > 0 && (!t.peek || len(t.plain) > 0) // a silent client has a route
-	if serverFirst {
-		pr.expectFirstByte(now.Add(wait))
-	}
-	if e.ppEnabled {
-		peer := c.Client.Addr()
-		trusted := e.ppInsecure || prefixesContain(e.trusted, peer)
-		if err := parseProxyHeader(&pr, c, trusted); err != nil {
-			e.log.Debug().Err(err).Str("client_ip", peer.String()).Bool("trusted", trusted).Msg("bad PROXY protocol header")
-			return false
-		}
-		if !t.peek || pr.silent {
-			return true
-		}
-		if e.unrouted != nil && !held.IsValid() {
-			// A trusted sender is not bound as one client: from here on the
-			// client its header names is.
-			k := c.Client.Addr()
-			if !e.unrouted.Acquire(k) {
-				e.rejectUnrouted(k)
-				return false
-			}
-			*held = k
-		}
-		if serverFirst && len(c.Peeked) == 0 {
-			pr.expectFirstByte(time.Now().Add(wait))
-		}
-	}
-	if !t.peek {
-		return true
-	}
-	return e.peekHello(c, &pr)
+	return true
 }
 
 // route matches c against t and hands it to the router's chain. It returns
@@ -327,7 +288,8 @@ func (e *EntryPoint) route(c *tcp.Conn, t *Table) {
 	r := t.match(c)
 	if r == nil {
 		e.noRoute.Add(1)
-		c.Reject()
+		gently, _ := e.noRouteGently.Allow(ratelog.Addr(c.Client.Addr()))
+		c.Refuse(tcp.Gently(gently))
 		return
 	}
 	c.Router = r.name
@@ -339,17 +301,17 @@ func (e *EntryPoint) route(c *tcp.Conn, t *Table) {
 // Shutdown stops accepting, lets live connections drain for the grace
 // timeout (or until ctx ends), then closes what is left.
 func (e *EntryPoint) Shutdown(ctx context.Context) {
-	_ = e.ln.Close()
-	if e.started.Load() {
-		<-e.done
+	if e.engine != nil {
+		e.engine.each(func(l *loop) { l.removeListener(e) })
 	}
+	e.closeListener()
 	if e.grace > 0 {
 		timer := time.NewTimer(e.grace)
 		defer timer.Stop()
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 	wait:
-		for e.live.n.Load() > 0 {
+		for e.live.Load() > 0 {
 			select {
 			case <-ctx.Done():
 				break wait
@@ -359,7 +321,9 @@ func (e *EntryPoint) Shutdown(ctx context.Context) {
 			}
 		}
 	}
-	e.live.closeAll()
+	if e.engine != nil {
+		e.engine.each(func(l *loop) { l.closeAll(e) })
+	}
 }
 
 // Client keepalive: a client that vanishes without a FIN or RST (a NAT that
@@ -370,32 +334,6 @@ const (
 	keepAliveInterval = 15
 	keepAliveCount    = 4
 )
-
-// listenConfig sets keepalive once on the listening socket: Linux copies it
-// to every accepted socket, which saves Go's four setsockopt calls per
-// accepted connection (KeepAlive -1 turns those off).
-var listenConfig = net.ListenConfig{
-	KeepAlive: -1,
-	Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			for _, o := range [][3]int{
-				{syscall.SOL_SOCKET, syscall.SO_KEEPALIVE, 1},
-				{syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE, keepAliveIdle},
-				{syscall.IPPROTO_TCP, syscall.TCP_KEEPINTVL, keepAliveInterval},
-				{syscall.IPPROTO_TCP, syscall.TCP_KEEPCNT, keepAliveCount},
-			} {
-				if serr == nil {
-					serr = syscall.SetsockoptInt(int(fd), o[0], o[1], o[2])
-				}
-			}
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	},
-}
 
 func addrPort(a net.Addr) netip.AddrPort {
 	if ta, ok := a.(*net.TCPAddr); ok {
@@ -415,51 +353,4 @@ func prefixesContain(ps []netip.Prefix, a netip.Addr) bool {
 		}
 	}
 	return false
-}
-
-// tracker knows an entry point's live connections, so shutdown can close the
-// ones that outlive the drain. It is sharded so accepts rarely contend; each
-// shard is the tcp.Finisher that forgets the connection when it ends.
-type tracker struct {
-	n      atomic.Int64
-	rr     atomic.Uint32
-	shards [16]trackShard
-}
-
-type trackShard struct {
-	mu sync.Mutex
-	m  map[*tcp.Conn]struct{}
-	t  *tracker
-}
-
-func (t *tracker) add(c *tcp.Conn) {
-	s := &t.shards[t.rr.Add(1)%uint32(len(t.shards))]
-	s.mu.Lock()
-	if s.m == nil {
-		s.m = make(map[*tcp.Conn]struct{})
-		s.t = t
-	}
-	s.m[c] = struct{}{}
-	s.mu.Unlock()
-	t.n.Add(1)
-	c.Defer(s)
-}
-
-// Finish forgets c.
-func (s *trackShard) Finish(c *tcp.Conn) {
-	s.mu.Lock()
-	delete(s.m, c)
-	s.mu.Unlock()
-	s.t.n.Add(-1)
-}
-
-func (t *tracker) closeAll() {
-	for i := range t.shards {
-		s := &t.shards[i]
-		s.mu.Lock()
-		for c := range s.m {
-			_ = c.TCP.Close()
-		}
-		s.mu.Unlock()
-	}
 }

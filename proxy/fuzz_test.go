@@ -148,12 +148,12 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// FuzzProxyHeader feeds arbitrary first bytes to the PROXY-header path, as
-// trusted and untrusted sender, then hands what follows to the ClientHello
-// reader as the entry point does. It must not panic; the bytes kept for the
-// backend must be exactly those read past the header; an untrusted sender
-// never changes the client; a trusted header's addresses are unmapped and
-// survive being written out again (PROXY protocol out).
+// FuzzProxyHeader feeds arbitrary first bytes to the PROXY-header step of
+// the pre-routing decision, as trusted and untrusted sender, then hands what
+// follows to the ClientHello reader as the entry point does. It must not
+// panic; the bytes kept for the backend must be exactly those past the
+// header; an untrusted sender never changes the client; a trusted header's
+// addresses are unmapped and survive being written out again (PROXY out).
 func FuzzProxyHeader(f *testing.F) {
 	for i, s := range proxySeeds(f) {
 		f.Add(s, i%2 == 0)
@@ -162,17 +162,14 @@ func FuzzProxyHeader(f *testing.F) {
 	local := netip.MustParseAddrPort("127.0.0.1:5432")
 	f.Fuzz(func(t *testing.T, data []byte, trusted bool) {
 		c := &tcp.Conn{Client: peer, Local: local}
-		src := &countingReader{r: bytes.NewReader(data)}
-		err := parseProxyHeader(src, c, trusted)
-		if src.n > len(data) {
-			t.Fatalf("read %d of %d bytes", src.n, len(data))
-		}
-		if err != nil {
+		p := preroute{pp: true, trusted: trusted}
+		out, _ := p.step(data, true, c)
+		if out != preRoute {
 			return
 		}
-		hdrLen := src.n - len(c.Peeked)
-		if hdrLen < 0 || !bytes.Equal(data[hdrLen:src.n], c.Peeked) {
-			t.Fatalf("kept %d bytes that are not what followed a %d-byte header", len(c.Peeked), hdrLen)
+		hdrLen := p.hdrEnd
+		if hdrLen < 0 || hdrLen > len(data) {
+			t.Fatalf("header of %d bytes in %d", hdrLen, len(data))
 		}
 		if hdrLen > 0 && !bytes.HasPrefix(data, proxyproto.SIGV1) && !bytes.HasPrefix(data, proxyproto.SIGV2) {
 			t.Fatalf("consumed %d bytes without a PROXY signature", hdrLen)
@@ -190,13 +187,14 @@ func FuzzProxyHeader(f *testing.F) {
 					t.Fatalf("v%d header for %v -> %v: %v", ver, c.Client, c.Local, err)
 				}
 				back := &tcp.Conn{Client: peer, Local: local}
-				if err := parseProxyHeader(bytes.NewReader(out), back, true); err != nil || back.Client != c.Client || back.Local != c.Local {
+				bp := preroute{pp: true, trusted: true}
+				if o, err := bp.step(out, true, back); o != preRoute || back.Client != c.Client || back.Local != c.Local {
 					t.Fatalf("v%d round trip of %v -> %v gave %v -> %v, %v", ver, c.Client, c.Local, back.Client, back.Local, err)
 				}
 			}
 		}
 		// The entry point peeks the hello from what is left.
-		h, _ := readHello(bytes.NewReader(data[src.n:]), c.Peeked, maxHelloBytes)
+		h, _ := readHello(bytes.NewReader(nil), slices.Clone(data[hdrLen:]), maxHelloBytes)
 		if !bytes.HasPrefix(data[hdrLen:], h.peeked) {
 			t.Fatal("hello bytes after the header are not a prefix of what followed it")
 		}

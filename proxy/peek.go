@@ -7,8 +7,6 @@ import (
 	"net"
 	"strings"
 	"time"
-
-	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
 // maxHelloBytes caps what an entry point reads from a client before routing
@@ -34,37 +32,9 @@ var (
 	errPeekWrite = errors.New("peek connection does not write")
 )
 
-// peekHello reads the client's first bytes from pr (under the entry point's
-// pre-routing deadlines). A TLS client's ClientHello is parsed with
-// crypto/tls: its SNI (lower-cased) goes to c.SNI and its ALPN protocols to
-// c.ALPN. A client whose first byte does not start a TLS handshake record is
-// plain TCP: c.SNI stays empty and only non-TLS routes can match it
-// (Table.match); so is a client that has sent nothing by the server-first
-// time (it waits for the server). Every byte read, after any already in
-// c.Peeked, is appended to c.Peeked for the load balancer to replay.
-//
-// It returns false, and the connection must be closed, when the client sends
-// nothing before the deadline, closes, or sends a hello that does not parse
-// or exceeds maxHelloBytes: a broken hello never falls through to a
-// catch-all route.
-func (e *EntryPoint) peekHello(c *tcp.Conn, pr *prereader) bool {
-	h, err := readHello(pr, c.Peeked, maxHelloBytes)
-	c.Peeked = h.peeked
-	if err != nil {
-		if errors.Is(err, errSilent) && len(h.peeked) == 0 {
-			return true // a server-first client: plain routes
-		}
-		e.log.Debug().Err(err).Str("client_ip", c.Client.Addr().String()).Int("bytes", len(h.peeked)).Msg("TLS ClientHello not read")
-		return false
-	}
-	c.SNI, c.ALPN = h.sni, h.alpn
-	return true
-}
-
 // isTLS reports whether peeked, the client's first bytes, start a TLS
-// handshake record. peekHello has read at least one byte of every connection
-// it accepted, so on a peeking entry point this tells TLS clients (parsed
-// hello) from plain ones.
+// handshake record: on a peeking entry point it tells TLS clients (parsed
+// hello) from plain ones (and from silent ones, which sent nothing).
 func isTLS(peeked []byte) bool { return len(peeked) > 0 && peeked[0] == recordTypeHandshake }
 
 // hello is what readHello learned from a client's first bytes.

@@ -334,72 +334,56 @@ func (f *randFragConn) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// FuzzProxyHeaderSocket delivers the same first bytes through a real loopback
-// socket in fragments (cut where cuts says) and from memory in one piece: the
-// PROXY-header reader must reach the same decision either way (error or not,
-// the same client), and what it keeps for the backend over the socket must be
-// a prefix of what it keeps from memory.
-func FuzzProxyHeaderSocket(f *testing.F) {
+// FuzzPreroute: the pre-routing decision reached from bytes that arrive in
+// fragments (cut where cuts says, as reads from a socket return them) is the
+// one reached from all of them at once: the same outcome, header, client and
+// SNI; a fragment never makes it route earlier on less than it needs. It
+// must not panic on anything.
+func FuzzPreroute(f *testing.F) {
 	for i, s := range proxySeeds(f) {
-		f.Add(s, []byte{byte(i), 3, 1, 7}, i%2 == 0)
+		f.Add(s, []byte{byte(i), 3, 1, 7}, i%2 == 0, i%3 == 0)
 	}
-	f.Add([]byte("PING\r\n"), []byte{1, 1, 1}, true)
-	f.Add(append(ppHeader(f, 1, "198.51.100.7:4000", "192.0.2.1:5432"), "x"...), []byte{10, 20}, true)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		f.Fatal(err)
+	for i, s := range helloSeeds(f) {
+		f.Add(append(ppHeader(f, 2, "198.51.100.7:4000", "192.0.2.1:443"), s...), []byte{byte(i + 1), 16, 5}, true, true)
+		f.Add(s, []byte{9, 40, 2}, false, true)
 	}
-	defer ln.Close()
+	f.Add([]byte("PING\r\n"), []byte{1, 1, 1}, true, true)
 	peer := netip.MustParseAddrPort("127.0.0.9:40000")
 	local := netip.MustParseAddrPort("127.0.0.1:5432")
-	f.Fuzz(func(t *testing.T, data, cuts []byte, trusted bool) {
-		if len(data) > 4096 {
+	f.Fuzz(func(t *testing.T, data, cuts []byte, trusted, peek bool) {
+		if len(data) > 64<<10 {
 			return
 		}
 		whole := &tcp.Conn{Client: peer, Local: local}
-		errWhole := parseProxyHeader(bytes.NewReader(data), whole, trusted)
+		pw := preroute{pp: true, trusted: trusted, peek: peek}
+		outW, _ := pw.step(data, true, whole)
 
-		client, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer client.Close()
-		srv, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Close()
-		go func() {
-			rest := data
-			for i := 0; len(rest) > 0; i++ {
-				n := len(rest)
-				if i < len(cuts) && cuts[i] > 0 {
-					n = min(n, int(cuts[i]))
-				}
-				if _, err := client.Write(rest[:n]); err != nil {
-					return
-				}
-				rest = rest[n:]
-				if i < len(cuts) && cuts[i]%4 == 0 {
-					time.Sleep(time.Millisecond)
-				}
-			}
-			_ = client.(*net.TCPConn).CloseWrite()
-		}()
 		frag := &tcp.Conn{Client: peer, Local: local}
-		pr := &prereader{conn: srv.(*net.TCPConn), deadline: time.Now().Add(5 * time.Second)}
-		errFrag := parseProxyHeader(pr, frag, trusted)
-		if (errWhole == nil) != (errFrag == nil) {
-			t.Fatalf("from memory: %v; through a socket in fragments %v: %v", errWhole, cuts, errFrag)
+		pf := preroute{pp: true, trusted: trusted, peek: peek}
+		outF, at := preWait, 0
+		for i := 0; outF == preWait && at < len(data); i++ {
+			n := len(data) - at
+			if i < len(cuts) && cuts[i] > 0 {
+				n = min(n, int(cuts[i]))
+			}
+			at += n
+			outF, _ = pf.step(data[:at], false, frag)
 		}
-		if errWhole != nil {
+		if outF == preWait {
+			outF, _ = pf.step(data, true, frag)
+		}
+		if outF != outW {
+			t.Fatalf("in fragments %v: %v; all at once: %v", cuts, outF, outW)
+		}
+		if outW != preRoute {
 			return
 		}
-		if whole.Client != frag.Client || whole.Local != frag.Local {
-			t.Fatalf("client %v -> %v from memory, %v -> %v through a socket", whole.Client, whole.Local, frag.Client, frag.Local)
+		if pf.hdrEnd != pw.hdrEnd || frag.Client != whole.Client || frag.Local != whole.Local || frag.SNI != whole.SNI {
+			t.Fatalf("in fragments: header %d, %v -> %v, SNI %q; at once: header %d, %v -> %v, SNI %q",
+				pf.hdrEnd, frag.Client, frag.Local, frag.SNI, pw.hdrEnd, whole.Client, whole.Local, whole.SNI)
 		}
-		if !bytes.HasPrefix(whole.Peeked, frag.Peeked) {
-			t.Fatalf("kept %q through a socket, not a prefix of %q from memory", frag.Peeked, whole.Peeked)
+		if !trusted && whole.Client != peer {
+			t.Fatalf("an untrusted header changed the client to %v", whole.Client)
 		}
 	})
 }

@@ -1,10 +1,12 @@
-// Package proxy is tollgate's data plane: entry points that accept
-// connections, the compiler that turns a configuration snapshot into routing
-// tables, the load balancers that dial backends, and the copiers between them.
+// Package proxy is tollgate's data plane: entry points and the event loops
+// that accept and serve their connections, the compiler that turns a
+// configuration snapshot into routing tables, and the load balancers that
+// dial backends (ARCHITECTURE.md, "The connection core").
 package proxy
 
 import (
 	"context"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -17,12 +19,13 @@ import (
 
 // Server owns the entry points and applies configuration snapshots to them.
 type Server struct {
-	eps   map[string]*EntryPoint
-	names []string
-	state *State
-	rt    atomic.Pointer[Runtime]
-	mu    sync.Mutex // serialises Apply
-	log   zerolog.Logger
+	eps    map[string]*EntryPoint
+	engine *engine
+	names  []string
+	state  *State
+	rt     atomic.Pointer[Runtime]
+	mu     sync.Mutex // serialises Apply
+	log    zerolog.Logger
 
 	reloads     atomic.Uint64
 	lastReload  atomic.Int64 // unix nanoseconds
@@ -41,24 +44,37 @@ func NewServer(eps map[string]*config.EntryPoint, log zerolog.Logger) (*Server, 
 		ep, err := NewEntryPoint(name, eps[name], log)
 		if err != nil {
 			for _, e := range s.eps {
-				_ = e.ln.Close()
+				e.closeListener()
 			}
 			return nil, err
 		}
 		s.eps[name] = ep
 	}
+	eng, err := newEngine(runtime.GOMAXPROCS(0), log)
+	if err != nil {
+		for _, e := range s.eps {
+			e.closeListener()
+		}
+		return nil, err
+	}
+	s.engine = eng
+	for _, ep := range s.eps {
+		ep.engine = eng
+	}
 	s.rt.Store(&Runtime{Routers: map[string]*RouterInfo{}, Services: map[string]*ServiceInfo{}, Middlewares: map[string]*MiddlewareInfo{}})
 	return s, nil
 }
 
-// Start runs every entry point's accept loop in its own goroutine.
+// Start runs the event loops and puts every entry point's listener in them.
 func (s *Server) Start() {
+	s.engine.start()
 	for _, name := range s.names {
-		go func(ep *EntryPoint) {
-			if err := ep.Serve(); err != nil {
-				ep.log.Error().Err(err).Msg("entry point stopped")
+		ep := s.eps[name]
+		s.engine.each(func(l *loop) {
+			if err := l.addListener(ep); err != nil {
+				ep.log.Error().Err(err).Msg("entry point cannot accept")
 			}
-		}(s.eps[name])
+		})
 	}
 }
 
@@ -130,5 +146,6 @@ func (s *Server) Shutdown(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	s.engine.stop()
 	s.state.Close() // stop health checkers
 }

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	proxyproto "github.com/pires/go-proxyproto"
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/internal/ratelog"
@@ -17,10 +16,31 @@ import (
 // DialTimeout bounds a backend dial.
 const DialTimeout = 10 * time.Second
 
-// server is one backend address of a load balancer.
+// server is one backend address of a load balancer, parsed once at compile
+// time: an IP literal becomes the connect(2) address; a host name is looked
+// up at each dial, off the loop.
 type server struct {
 	address string
-	up      *atomic.Bool // health; nil means always up
+	up      *atomic.Bool   // health; nil means always up
+	ap      netip.AddrPort // an IP literal's address; invalid for a host name
+	host    string         // when ap is invalid
+	port    uint16
+}
+
+// newServer parses a server address ("ip:port" or "host:port").
+func newServer(address string) server {
+	s := server{address: address}
+	host, port, ok := hostPort(address)
+	if !ok {
+		s.host, s.port = address, 0 // dialling fails and names it
+		return s
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		s.ap = netip.AddrPortFrom(ip.Unmap(), port)
+		return s
+	}
+	s.host, s.port = host, port
+	return s
 }
 
 // ServiceCounters counts a service's outcomes; shared across generations.
@@ -42,7 +62,6 @@ type loadBalancer struct {
 	delay    time.Duration
 	ppVer    byte // PROXY protocol version to send; 0 for none
 	counters *ServiceCounters
-	dialer   net.Dialer
 	log      zerolog.Logger
 	obs      *connObserver // nil unless an access log or metrics observe connection ends
 }
@@ -66,80 +85,17 @@ func (lb *loadBalancer) pick() int {
 	return -1
 }
 
-// ServeTCP dials a backend and starts copying; it returns once the copiers run.
+// ServeTCP dials a backend without blocking and proxies the connection
+// once it answers; it returns at once. Connections are served by the
+// entry points' event loops.
 func (lb *loadBalancer) ServeTCP(c *tcp.Conn) {
-	var began time.Time
-	if lb.obs != nil {
-		began = time.Now()
-	}
-	backend := lb.dial(c)
-	if backend == nil {
+	rc, ok := c.Sock.(*rconn)
+	if !ok {
+		lb.log.Error().Str("service", lb.name).Str("router", c.Router).Msg("connection not on an event loop: closed")
 		c.Reject()
 		return
 	}
-	if !lb.preamble(c, backend) {
-		_ = backend.Close()
-		c.Reject()
-		return
-	}
-	if lb.obs != nil {
-		op := &observedPair{pair: pair{c: c, backend: backend, delay: lb.delay, counters: lb.counters}, began: began, obs: lb.obs, svc: lb.name}
-		op.startObserved()
-		return
-	}
-	p := &pair{c: c, backend: backend, delay: lb.delay, counters: lb.counters}
-	p.start()
-}
-
-func (lb *loadBalancer) dial(c *tcp.Conn) *net.TCPConn {
-	first := lb.pick()
-	if first < 0 {
-		lb.log.Debug().Str("service", lb.name).Str("router", c.Router).Msg("no healthy server")
-		return nil
-	}
-	tried := first
-	for attempt := 0; attempt < 2 && attempt < len(lb.servers); attempt++ {
-		idx := tried
-		if attempt == 1 {
-			idx = lb.pick()
-			if idx < 0 || idx == first {
-				break
-			}
-		}
-		addr := lb.servers[idx].address
-		conn, err := lb.dialer.Dial("tcp", addr) // dialer.Timeout bounds it
-		if err == nil {
-			return conn.(*net.TCPConn)
-		}
-		lb.counters.DialErrors.Add(1)
-		if ok, suppressed := lb.counters.dialLog.Allow(ratelog.String(addr)); ok {
-			ev := lb.log.Warn().Err(err).Str("service", lb.name).Str("server", addr).Str("router", c.Router)
-			if suppressed > 0 {
-				ev = ev.Uint64("suppressed", suppressed)
-			}
-			ev.Msg("backend dial failed")
-		}
-		tried = idx
-	}
-	return nil
-}
-
-// preamble writes what must precede the client's bytes: a PROXY header and
-// any bytes already peeked from the client.
-func (lb *loadBalancer) preamble(c *tcp.Conn, backend *net.TCPConn) bool {
-	if lb.ppVer != 0 {
-		h := proxyproto.HeaderProxyFromAddrs(lb.ppVer, tcpAddr(c.Client), tcpAddr(c.Local))
-		if _, err := h.WriteTo(backend); err != nil {
-			return false
-		}
-	}
-	if len(c.Peeked) > 0 {
-		if _, err := backend.Write(c.Peeked); err != nil {
-			return false
-		}
-		c.Peeked = nil
-	}
-	return true
+	rc.startService(lb)
 }
 
 func tcpAddr(ap netip.AddrPort) *net.TCPAddr { return net.TCPAddrFromAddrPort(ap) }

@@ -98,7 +98,7 @@ func newTable(rs []*route, isTLS func(*route) bool) *Table {
 }
 
 // match returns the first route whose rule matches c, or nil. On a peeking
-// table, c.Peeked holds the client's first bytes (see peekHello).
+// table, c.Peeked holds the client's first bytes (see preroute.step).
 func (t *Table) match(c *tcp.Conn) *route {
 	switch {
 	case !t.peek:
@@ -118,7 +118,7 @@ func firstMatch(rs []*route, c *tcp.Conn) *route {
 	return nil
 }
 
-// match looks c.SNI (lower-cased by peekHello) up by exact name, then by
+// match looks c.SNI (lower-cased by readHello) up by exact name, then by
 // wildcard suffix (exactly one label in front), and scans the other routes
 // only up to the best map hit.
 func (ts *tlsRoutes) match(c *tcp.Conn) *route {

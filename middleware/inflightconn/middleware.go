@@ -60,19 +60,20 @@ type handler struct {
 var _ tcp.Handler = (*handler)(nil)
 
 // ServeTCP admits c if its client holds fewer connections than the amount,
-// else resets it.
+// else refuses it: gently (an orderly close) when the rejection is logged,
+// that is the first of this client in a second, with a reset when it is one
+// of a flood (see tcp.Conn.Refuse).
 func (h *handler) ServeTCP(c *tcp.Conn) {
 	k := h.l.Key(c.Client.Addr())
 	admitted := h.l.Acquire(k)
 	if !admitted {
-		h.l.logs.reject(&h.log, k, false)
-		c.Reject()
+		c.Refuse(tcp.Gently(h.l.logs.reject(&h.log, k, false)))
 		return
 	}
 	if h.l.dryRun.Load() && h.l.Count(k) > h.l.amount.Load() {
 		h.l.logs.reject(&h.log, k, true)
 	}
-	c.Defer(h.l)
+	c.DeferClient(h.l)
 	h.next.ServeTCP(c)
 }
 
@@ -91,10 +92,12 @@ const logLinesPerSecond = ratelog.DefaultPerSecond
 
 type rejectLog struct{ rl ratelog.Limiter }
 
-func (r *rejectLog) reject(log *zerolog.Logger, k netip.Addr, dryRun bool) {
+// reject logs a rejection unless it is one of a flood; it reports whether
+// it did.
+func (r *rejectLog) reject(log *zerolog.Logger, k netip.Addr, dryRun bool) bool {
 	ok, suppressed := r.rl.Allow(ratelog.Addr(k))
 	if !ok {
-		return
+		return false
 	}
 	ev := log.Info()
 	msg := "Connection rejected"
@@ -106,4 +109,5 @@ func (r *rejectLog) reject(log *zerolog.Logger, k netip.Addr, dryRun bool) {
 		ev = ev.Uint64("suppressed", suppressed)
 	}
 	ev.Str("error", "max number of connections reached for "+k.String()).Msg(msg)
+	return true
 }

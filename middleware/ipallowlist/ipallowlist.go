@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/ratelog"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
@@ -71,6 +72,8 @@ func (l *List) Contains(a netip.Addr) bool {
 type Counters struct {
 	Allowed atomic.Uint64
 	Denied  atomic.Uint64
+
+	gently ratelog.Limiter // which denials are closed gently (see tcp.Conn.Refuse)
 }
 
 // New returns the middleware for an ipAllowList block, and notes on the
@@ -102,9 +105,10 @@ type handler struct {
 var _ tcp.Handler = (*handler)(nil)
 
 func (h *handler) ServeTCP(c *tcp.Conn) {
-	if !h.list.Contains(c.Client.Addr()) {
+	if a := c.Client.Addr(); !h.list.Contains(a) {
 		h.counts.Denied.Add(1)
-		c.Reject()
+		gently, _ := h.counts.gently.Allow(ratelog.Addr(a))
+		c.Refuse(tcp.Gently(gently))
 		return
 	}
 	h.counts.Allowed.Add(1)

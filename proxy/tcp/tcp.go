@@ -7,14 +7,16 @@ package tcp
 import (
 	"net"
 	"net/netip"
+	"os"
 )
 
 // Handler serves one accepted connection.
 //
-// ServeTCP takes ownership of c: it must eventually close c.TCP and call
-// c.Finish exactly once, either before returning (a rejection) or later from
-// goroutines it started (a proxied connection). It must not block for the
-// life of the connection, so that the accepting goroutine can end early.
+// ServeTCP takes ownership of c: it must eventually end the connection's
+// socket (Reject, Refuse, or the service's copy) and call c.Finish exactly
+// once, either before returning (a rejection) or later (a proxied
+// connection). It must not block: handlers run on the entry point's event
+// loop.
 type Handler interface {
 	ServeTCP(c *Conn)
 }
@@ -36,22 +38,40 @@ type Finisher interface {
 	Finish(c *Conn)
 }
 
+// Socket is a connection's client socket as the handlers see it: something
+// to refuse. The proxy implements it for the sockets its event loops own;
+// a connection served through a *net.TCPConn (TCP set) has none.
+type Socket interface {
+	// Refuse ends the socket without serving it: gently (an orderly close,
+	// which a client reads as "the server closed the connection") or with a
+	// reset (cheapest under a flood).
+	Refuse(gently bool)
+	// LocalAddr is the address the client connected to, asked of the
+	// kernel when the listener's own address does not tell it.
+	LocalAddr() netip.AddrPort
+}
+
 // Conn is one client connection being routed and served.
 //
-// The zero value is not usable: the entry point fills TCP and Client. Fields
-// set by the entry point are read-only for handlers.
+// The zero value is not usable: the entry point fills Client and TCP or
+// Sock. Fields set by the entry point are read-only for handlers.
 type Conn struct {
-	// TCP is the client socket. Copies go between raw *net.TCPConn values so
-	// that Linux splices them.
+	// TCP is the client socket of a connection served by goroutines (TLS
+	// termination); nil for one on an event loop (Sock).
 	TCP *net.TCPConn
-	// Peeked holds bytes already read from TCP (a TLS ClientHello, data behind a
-	// PROXY header) that must reach the backend before anything else.
+	// Sock is the client socket of a connection on an event loop.
+	Sock Socket
+	// Peeked holds bytes already read from the client (a TLS ClientHello,
+	// data behind a PROXY header) that must reach the backend before anything else.
 	Peeked []byte
 	// Client is the client's address: the socket peer, or the PROXY-protocol
 	// source when the sender is trusted. Its Addr is unmapped (IPv4 as IPv4).
 	Client netip.AddrPort
-	// Local is the address the client connected to (PROXY destination when trusted).
-	Local netip.AddrPort
+	// Local is the address the client connected to (PROXY destination when
+	// trusted); read it with LocalAddr, which fills it when the entry point
+	// left it to be asked (LocalUnknown).
+	Local        netip.AddrPort
+	LocalUnknown bool
 	// SNI and ALPN come from a peeked TLS ClientHello; empty for plain TCP.
 	SNI  string
 	ALPN []string
@@ -59,10 +79,20 @@ type Conn struct {
 	EntryPoint string
 	Router     string
 
-	fin  [4]Finisher
-	more []Finisher
-	nfin uint8
-	done bool
+	fin     [4]Finisher
+	more    []Finisher
+	nfin    uint8
+	client  [2]Finisher // released when the client side is done (DeferClient)
+	nclient uint8
+	done    bool
+}
+
+// LocalAddr returns the address the client connected to.
+func (c *Conn) LocalAddr() netip.AddrPort {
+	if c.LocalUnknown && c.Sock != nil {
+		c.Local, c.LocalUnknown = c.Sock.LocalAddr(), false
+	}
+	return c.Local
 }
 
 // Defer registers f to run when the connection finishes. Finishers run in
@@ -76,6 +106,32 @@ func (c *Conn) Defer(f Finisher) {
 	c.more = append(c.more, f)
 }
 
+// DeferClient registers f to run as soon as the client side of the
+// connection is done (the client has closed its half, and what is left is
+// bounded by the termination delay), or when the connection finishes,
+// whichever comes first. Limiters counting a client's connections use it,
+// so that a client that has closed can connect again at once, as with nginx.
+// At most two client finishers; more run at Finish.
+func (c *Conn) DeferClient(f Finisher) {
+	if int(c.nclient) < len(c.client) {
+		c.client[c.nclient] = f
+		c.nclient++
+		return
+	}
+	c.Defer(f)
+}
+
+// ClientDone runs the client finishers now; later calls, and Finish, do not
+// run them again.
+func (c *Conn) ClientDone() {
+	for i := int(c.nclient) - 1; i >= 0; i-- {
+		f := c.client[i]
+		c.client[i] = nil
+		f.Finish(c)
+	}
+	c.nclient = 0
+}
+
 // Finish runs the registered finishers once; later calls do nothing. It does
 // not close the socket.
 func (c *Conn) Finish() {
@@ -83,6 +139,7 @@ func (c *Conn) Finish() {
 		return
 	}
 	c.done = true
+	c.ClientDone()
 	for i := len(c.more) - 1; i >= 0; i-- {
 		c.more[i].Finish(c)
 	}
@@ -91,14 +148,42 @@ func (c *Conn) Finish() {
 	}
 }
 
-// Reject ends the connection without serving it: it finishes it, then resets
-// the socket (a reset is cheaper than an orderly close for the proxy under a
-// flood). Finishing first means that once the client sees the reset, every
-// count (limiter, gauges) already reflects the end.
-func (c *Conn) Reject() {
+// Reject ends the connection without serving it, with a reset: see Refuse.
+func (c *Conn) Reject() { c.Refuse(false) }
+
+// Gently turns a rejecting middleware's own judgement into Refuse's: a
+// rejection it logs (the first of a client in a second) is closed gently, so
+// that a client that hits a limit now and then reads "the server closed the
+// connection" (curl: "Empty reply from server"), while one of a flood (its
+// log line suppressed) gets a reset, the cheapest ending for the proxy.
+// TOLLGATE_REFUSE=reset|gentle fixes the choice, for measuring each.
+func Gently(logged bool) bool {
+	switch refusePolicy {
+	case "reset":
+		return false
+	case "gentle":
+		return true
+	}
+	return logged
+}
+
+var refusePolicy = os.Getenv("TOLLGATE_REFUSE")
+
+// Refuse ends the connection without serving it: it finishes it, then closes
+// the socket, gently (orderly close) or with a reset. Finishing first means
+// that once the client sees the end, every count (limiter, gauges) already
+// reflects it.
+func (c *Conn) Refuse(gently bool) {
 	c.Finish()
-	if c.TCP != nil {
-		_ = c.TCP.SetLinger(0)
+	switch {
+	case c.Sock != nil:
+		c.Sock.Refuse(gently)
+	case c.TCP != nil:
+		if !gently {
+			_ = c.TCP.SetLinger(0)
+		} else {
+			_ = c.TCP.CloseWrite()
+		}
 		_ = c.TCP.Close()
 	}
 }

@@ -1,0 +1,219 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// listenSocket binds a raw listening socket on addr ("[host]:port"; host an
+// IP literal, "localhost", or empty for every address, dual-stack). The
+// options accepted sockets inherit are set here once, so that accepting costs
+// no setsockopt: keepalive (a client that vanishes frees its limiter slot)
+// and TCP_NODELAY. Errors read as Go's: "listen tcp 127.0.0.1:5432: bind:
+// address already in use".
+func listenSocket(addr string) (fd int, bound netip.AddrPort, wildcard bool, err error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return -1, bound, false, err
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return -1, bound, false, &net.AddrError{Err: "invalid port", Addr: addr}
+	}
+	var ip netip.Addr
+	switch host = strings.Trim(host, "[]"); host {
+	case "":
+		wildcard = true
+	case "localhost":
+		ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	default:
+		if ip, err = netip.ParseAddr(host); err != nil {
+			return -1, bound, false, &net.AddrError{Err: "not an IP address", Addr: host}
+		}
+		ip = ip.Unmap()
+		wildcard = ip.IsUnspecified()
+	}
+	opErr := func(op string, e error) error {
+		return &net.OpError{Op: "listen", Net: "tcp", Addr: &net.TCPAddr{IP: ip.AsSlice(), Port: int(port)}, Err: os.NewSyscallError(op, e)}
+	}
+	family := unix.AF_INET
+	if !ip.IsValid() || ip.Is6() {
+		family = unix.AF_INET6
+	}
+	fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil && !ip.IsValid() { // no IPv6 here: every IPv4 address
+		family = unix.AF_INET
+		fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	}
+	if err != nil {
+		return -1, bound, false, opErr("socket", err)
+	}
+	fail := func(op string, e error) (int, netip.AddrPort, bool, error) {
+		_ = unix.Close(fd)
+		return -1, netip.AddrPort{}, false, opErr(op, e)
+	}
+	opts := [][3]int{
+		{unix.SOL_SOCKET, unix.SO_REUSEADDR, 1},
+		{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
+		{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, keepAliveIdle},
+		{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, keepAliveInterval},
+		{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, keepAliveCount},
+		{unix.IPPROTO_TCP, unix.TCP_NODELAY, 1},
+	}
+	if family == unix.AF_INET6 {
+		v6only := 1
+		if !ip.IsValid() {
+			v6only = 0 // every address, IPv4 too, as Go's net.Listen does
+		}
+		opts = append(opts, [3]int{unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, v6only})
+	}
+	for _, o := range opts {
+		if err := unix.SetsockoptInt(fd, o[0], o[1], o[2]); err != nil {
+			return fail("setsockopt", err)
+		}
+	}
+	var sa unix.Sockaddr
+	if family == unix.AF_INET {
+		a4 := ip.As4()
+		if !ip.IsValid() {
+			a4 = [4]byte{}
+		}
+		sa = &unix.SockaddrInet4{Port: int(port), Addr: a4}
+	} else {
+		sa = &unix.SockaddrInet6{Port: int(port), Addr: ip.As16()}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return fail("bind", err)
+	}
+	if err := unix.Listen(fd, listenBacklog()); err != nil {
+		return fail("listen", err)
+	}
+	got, err := unix.Getsockname(fd)
+	if err != nil {
+		return fail("getsockname", err)
+	}
+	return fd, sockaddrAP(got), wildcard, nil
+}
+
+var (
+	backlogOnce sync.Once
+	backlog     int
+)
+
+// listenBacklog is the kernel's somaxconn, as Go's net.Listen uses.
+func listenBacklog() int {
+	backlogOnce.Do(func() {
+		backlog = unix.SOMAXCONN
+		if b, err := os.ReadFile("/proc/sys/net/core/somaxconn"); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+				backlog = n
+			}
+		}
+	})
+	return backlog
+}
+
+func sockaddrAP(sa unix.Sockaddr) netip.AddrPort {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	}
+	return netip.AddrPort{}
+}
+
+// accept4 accepts one connection from a non-blocking listener: a
+// non-blocking, close-on-exec socket and the peer's address (unmapped),
+// without allocating.
+func accept4(lfd int) (int, netip.AddrPort, error) {
+	var rsa unix.RawSockaddrAny
+	n := uint32(unsafe.Sizeof(rsa))
+	r, _, e := syscall.Syscall6(syscall.SYS_ACCEPT4, uintptr(lfd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&n)),
+		unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
+	if e != 0 {
+		return -1, netip.AddrPort{}, e
+	}
+	return int(r), rawAP(&rsa), nil
+}
+
+// rawAP decodes an AF_INET or AF_INET6 sockaddr (unmapped).
+func rawAP(rsa *unix.RawSockaddrAny) netip.AddrPort {
+	switch rsa.Addr.Family {
+	case unix.AF_INET:
+		p := (*unix.RawSockaddrInet4)(unsafe.Pointer(rsa))
+		return netip.AddrPortFrom(netip.AddrFrom4(p.Addr), portOf(p.Port))
+	case unix.AF_INET6:
+		p := (*unix.RawSockaddrInet6)(unsafe.Pointer(rsa))
+		return netip.AddrPortFrom(netip.AddrFrom16(p.Addr).Unmap(), portOf(p.Port))
+	}
+	return netip.AddrPort{}
+}
+
+// portOf converts a sockaddr port (network byte order in memory) to a number.
+func portOf(p uint16) uint16 {
+	var b [2]byte
+	*(*uint16)(unsafe.Pointer(&b)) = p
+	return binary.BigEndian.Uint16(b[:])
+}
+
+// localAddrOf asks the kernel for a socket's local address.
+func localAddrOf(fd int) netip.AddrPort {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return sockaddrAP(sa)
+}
+
+// familyOf is the socket family that reaches ap.
+func familyOf(ap netip.AddrPort) int {
+	if ap.Addr().Unmap().Is4() {
+		return unix.AF_INET
+	}
+	return unix.AF_INET6
+}
+
+// connectRaw starts a connect(2) of fd to ap, the address built on the
+// stack: no allocation, and nothing shared between loops.
+func connectRaw(fd int, ap netip.AddrPort) error {
+	var port [2]byte
+	binary.BigEndian.PutUint16(port[:], ap.Port())
+	a := ap.Addr().Unmap()
+	var (
+		p unsafe.Pointer
+		n uintptr
+	)
+	var sa4 unix.RawSockaddrInet4
+	var sa6 unix.RawSockaddrInet6
+	if a.Is4() {
+		sa4.Family = unix.AF_INET
+		sa4.Port = *(*uint16)(unsafe.Pointer(&port))
+		sa4.Addr = a.As4()
+		p, n = unsafe.Pointer(&sa4), unsafe.Sizeof(sa4)
+	} else {
+		sa6.Family = unix.AF_INET6
+		sa6.Port = *(*uint16)(unsafe.Pointer(&port))
+		sa6.Addr = a.As16()
+		p, n = unsafe.Pointer(&sa6), unsafe.Sizeof(sa6)
+	}
+	for {
+		_, _, e := syscall.Syscall(syscall.SYS_CONNECT, uintptr(fd), uintptr(p), n)
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return e
+	}
+}
