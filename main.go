@@ -30,6 +30,9 @@ import (
 	"github.com/tollgate-proxy/tollgate/provider/docker"
 	"github.com/tollgate-proxy/tollgate/provider/file"
 	"github.com/tollgate-proxy/tollgate/provider/kubernetescrd"
+	kvconsul "github.com/tollgate-proxy/tollgate/provider/kv/consul"
+	kvetcd "github.com/tollgate-proxy/tollgate/provider/kv/etcd"
+	kvredis "github.com/tollgate-proxy/tollgate/provider/kv/redis"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
 
@@ -271,6 +274,26 @@ func labelProviders(cfg *config.Providers, log zerolog.Logger) ([]provider.Provi
 	}
 	if c := cfg.KubernetesCRD; c != nil {
 		if err := add(kubernetescrd.New(c, log)); err != nil {
+			return nil, err
+		}
+	}
+	// KV stores: one provider each (Consul: one per namespace).
+	if c := cfg.Consul; c != nil {
+		ps, err := kvconsul.New(c, log)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			out = append(out, p)
+		}
+	}
+	if c := cfg.Etcd; c != nil {
+		if err := add(kvetcd.New(c, log)); err != nil {
+			return nil, err
+		}
+	}
+	if c := cfg.Redis; c != nil {
+		if err := add(kvredis.New(c, log)); err != nil {
 			return nil, err
 		}
 	}
