@@ -4,6 +4,7 @@ go 1.26.7
 
 require (
 	github.com/docker/docker v28.5.2+incompatible
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/hashicorp/consul/api v1.34.5
 	github.com/pires/go-proxyproto v0.15.0
 	github.com/prometheus/client_golang v1.25.0

@@ -33,6 +33,7 @@ import (
 	kvconsul "github.com/tollgate-proxy/tollgate/provider/kv/consul"
 	kvetcd "github.com/tollgate-proxy/tollgate/provider/kv/etcd"
 	kvredis "github.com/tollgate-proxy/tollgate/provider/kv/redis"
+	kvzookeeper "github.com/tollgate-proxy/tollgate/provider/kv/zookeeper"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
 
@@ -250,8 +251,8 @@ func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, l
 	return started, nil
 }
 
-// labelProviders builds the Docker, Consul Catalog and Kubernetes CRD
-// providers that the static configuration enables. A new provider (Swarm,
+// labelProviders builds the Docker, Consul Catalog, Kubernetes CRD and KV
+// store providers that the static configuration enables. A new provider (Swarm,
 // KV) is one more case here (ARCHITECTURE.md).
 func labelProviders(cfg *config.Providers, log zerolog.Logger) ([]provider.Provider, error) {
 	var out []provider.Provider
@@ -294,6 +295,11 @@ func labelProviders(cfg *config.Providers, log zerolog.Logger) ([]provider.Provi
 	}
 	if c := cfg.Redis; c != nil {
 		if err := add(kvredis.New(c, log)); err != nil {
+			return nil, err
+		}
+	}
+	if c := cfg.ZooKeeper; c != nil {
+		if err := add(kvzookeeper.New(c, log)); err != nil {
 			return nil, err
 		}
 	}

@@ -33,9 +33,13 @@ type Proc struct {
 }
 
 // StartProc runs bin with args; its output goes to p.Logs.
-func StartProc(bin string, args ...string) (*Proc, error) {
+func StartProc(bin string, args ...string) (*Proc, error) { return StartProcEnv(nil, bin, args...) }
+
+// StartProcEnv is StartProc with the environment env (nil: the test's).
+func StartProcEnv(env []string, bin string, args ...string) (*Proc, error) {
 	p := &Proc{Logs: &itest.Buffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.Logs, p.Logs
 	// Its own process group, so that a wrapper script's children are
 	// signalled with it.
