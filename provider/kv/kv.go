@@ -458,8 +458,12 @@ func checkNodes(n *parser.Node, t reflect.Type) error {
 		for base.Kind() == reflect.Pointer {
 			base = base.Elem()
 		}
+		allowEmpty := c.Tag.Get(parser.TagFile) == parser.TagLabelAllowEmpty
 		switch {
-		case base.Kind() == reflect.Struct && len(c.Children) == 0 && c.Tag.Get(parser.TagFile) != parser.TagLabelAllowEmpty:
+		case allowEmpty && len(c.Children) == 0 && c.Value != "" && !strings.EqualFold(c.Value, "true") && !strings.EqualFold(c.Value, "false"):
+			// paerser takes any value but "true" as "off".
+			return fmt.Errorf("%s takes true, false or keys below it, not %q", c.Name, c.Value)
+		case base.Kind() == reflect.Struct && len(c.Children) == 0 && !allowEmpty:
 			return fmt.Errorf("%s takes fields, not a value: set the keys below it", c.Name)
 		case base.Kind() == reflect.Slice && isBlock(base.Elem()):
 			if len(c.Children) == 0 && c.Value != "" {

@@ -9,7 +9,9 @@
 // restarted agent (whose index may be lower) or a change made while the agent
 // was unreachable is read as soon as the agent answers. An index that goes
 // backwards resets the watch. On an error the next query goes to the next
-// endpoint, when there are several.
+// endpoint, when there are several. A token that may not read every key
+// under the root key is an error (the agent would hide those keys, and a
+// partial configuration would apply as if they had been deleted).
 package consul
 
 import (
@@ -162,6 +164,12 @@ func (s *store) Next(ctx context.Context) ([]kv.Pair, error) {
 				err = ue.Err // the URL repeats the root key and the index
 			}
 			return nil, err
+		}
+		if meta.ResultsFilteredByACLs {
+			// A partial configuration would apply as if the hidden keys
+			// had been deleted: keep the last one instead.
+			s.resync = true
+			return nil, fmt.Errorf("the ACL token may not read every key under %s (results filtered by ACLs): set providers.consul.token to a token with key_prefix %q read", s.prefix, s.prefix)
 		}
 		idx := meta.LastIndex
 		if idx == 0 {

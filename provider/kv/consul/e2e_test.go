@@ -1,7 +1,14 @@
 package consul
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +120,54 @@ func TestE2E(t *testing.T) {
 		t.Skip("end-to-end: skipped with -short")
 	}
 	kvtest.E2E(t, startServer(t))
+}
+
+// `tollgate check` reads what `consul kv export` writes, through the same
+// decoder: the seed routes, a bad key is named with its line.
+func TestCheckReadsConsulKVExport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	s := startServer(t)
+	kvtest.Seed(t, s, 10, "127.0.0.1:4000")
+	s.Put(t, "traefik/tcp/routers/bad/rule", "HostSNI(`*`)")
+	s.Put(t, "traefik/tcp/routers/bad/priority", "high")
+	export := exec.Command(s.bin, "kv", "export", "traefik")
+	export.Env = append(os.Environ(), "CONSUL_HTTP_ADDR="+s.addr(s.http))
+	dump, err := export.Output()
+	if err != nil {
+		t.Fatalf("consul kv export: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "traefik.json")
+	if err := os.WriteFile(file, dump, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	check := exec.Command(itest.Binary(t), "check", "--entryPoints=db", file)
+	check.Stdout, check.Stderr = &stdout, &stderr
+	code := itest.ExitCode(check.Run())
+	var rep struct {
+		Status struct {
+			Routers map[string]string `json:"routers"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, stdout.String())
+	}
+	if code != 1 || rep.Status.Routers["my-router@consul"] != "enabled" || len(rep.Status.Routers) != 1 {
+		t.Errorf("exit %d, routers %v: want 1 and my-router@consul enabled alone", code, rep.Status.Routers)
+	}
+	want := fmt.Sprintf("%s:%d: traefik/tcp/routers/bad/priority: error:", file, lineOf(string(dump), `"traefik/tcp/routers/bad/priority"`)-1)
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr:\n%s\nwant a line starting %q", stderr.String(), want)
+	}
+}
+
+// lineOf is the 1-based line of the first occurrence of s in text.
+func lineOf(text, s string) int {
+	i := strings.Index(text, s)
+	if i < 0 {
+		return 0
+	}
+	return strings.Count(text[:i], "\n") + 1
 }

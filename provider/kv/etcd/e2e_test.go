@@ -18,6 +18,7 @@ import (
 type server struct {
 	bin, dir     string
 	client, peer int
+	downPort     int
 	proc         *kvtest.Proc
 	cli          *clientv3.Client
 }
@@ -105,15 +106,18 @@ func (s *server) Kill(t testing.TB) { s.proc.Kill() }
 
 func (s *server) WhileDown(t testing.TB, change func(put func(k, v string))) {
 	t.Helper()
-	port := kvtest.FreePort(t)
-	if err := s.start(port); err != nil {
-		t.Fatalf("etcd on the same data, client port %d: %v", port, err)
+	s.downPort = kvtest.FreePort(t)
+	if err := s.start(s.downPort); err != nil {
+		t.Fatalf("etcd on the same data, client port %d: %v", s.downPort, err)
 	}
-	c := s.dial(t, port)
+	c := s.dial(t, s.downPort)
 	defer c.Close()
 	change(func(k, v string) { put(t, c, k, v) })
 	s.proc.Stop()
 }
+
+// dialDown is a client of the server WhileDown runs.
+func (s *server) dialDown(t testing.TB) *clientv3.Client { return s.dial(t, s.downPort) }
 
 func (s *server) Restart(t testing.TB) {
 	t.Helper()

@@ -77,13 +77,8 @@ func New(cfg *config.EtcdProvider, log zerolog.Logger) (*kv.Provider, error) {
 		TLS:       tc,
 		Logger:    zap.NewNop(),
 		// Authentication happens in clientv3.New: bound it.
-		DialTimeout: RequestTimeout,
-		// gRPC's own reconnect backoff grows to 2 minutes: after an outage
-		// the store must be read again within a second of coming back.
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-			MinConnectTimeout: RequestTimeout,
-		})},
+		DialTimeout:          RequestTimeout,
+		DialOptions:          dialOptions(),
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
 	}
@@ -96,6 +91,16 @@ func New(cfg *config.EtcdProvider, log zerolog.Logger) (*kv.Provider, error) {
 		return etcdClient{c}, nil
 	}, opts)
 	return kv.New(Name, "etcd "+strings.Join(cfg.Endpoints, ", "), st, opts, log), nil
+}
+
+// dialOptions caps gRPC's reconnect backoff, which otherwise grows to 2
+// minutes: after an outage the store must be read again within a second of
+// coming back.
+func dialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+		MinConnectTimeout: RequestTimeout,
+	})}
 }
 
 // etcdClient adapts a *clientv3.Client.
