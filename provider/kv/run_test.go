@@ -23,7 +23,9 @@ type step struct {
 	err   error
 }
 
-func newFake() *fakeStore { return &fakeStore{script: make(chan step, 100), closed: make(chan struct{})} }
+func newFake() *fakeStore {
+	return &fakeStore{script: make(chan step, 100), closed: make(chan struct{})}
+}
 
 func (f *fakeStore) Next(ctx context.Context) ([]Pair, error) {
 	select {

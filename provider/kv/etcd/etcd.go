@@ -163,7 +163,7 @@ func (s *store) Next(ctx context.Context) ([]kv.Pair, error) {
 			resp, err := s.cli.Get(clientv3.WithRequireLeader(gctx), s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 			cancel()
 			if err != nil {
-				return nil, err
+				return nil, s.explain(err)
 			}
 			s.drainLost()
 			if resp.Header.Revision < s.rev {
@@ -226,7 +226,7 @@ func (s *store) list(ctx context.Context) error {
 	resp, err := s.cli.Get(clientv3.WithRequireLeader(gctx), s.prefix, clientv3.WithPrefix())
 	cancel()
 	if err != nil {
-		return err
+		return s.explain(err)
 	}
 	s.drainLost()
 	s.pairs = make(map[string]string, len(resp.Kvs))
@@ -237,6 +237,15 @@ func (s *store) list(ctx context.Context) error {
 	s.listed = true
 	s.startWatch()
 	return nil
+}
+
+// explain says why a request ran out of time: the client waits for a
+// member to be reachable, so a timeout is mostly an unreachable etcd.
+func (s *store) explain(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within %s (gRPC connection %s): %w", RequestTimeout, s.cli.State(), err)
+	}
+	return err
 }
 
 // startWatch watches the prefix from the revision after s.rev.
