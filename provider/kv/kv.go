@@ -144,6 +144,7 @@ func Build(pairs []Pair, opts Options) provider.Result {
 	groups := map[provider.Resource]*group{}
 	names := map[string]string{} // kind + "/" + lower(name) -> the first spelling
 	ignored := map[string][]Pair{}
+	at := map[string]bool{} // names with an @, reported once
 	var sections []string
 	for _, p := range sorted {
 		rest := p.Key[len(prefix):]
@@ -186,6 +187,16 @@ func Build(pairs []Pair, opts Options) provider.Result {
 		}
 		if kind == "" {
 			unknown("%q is not routers, services or middlewares", segs[1])
+			continue
+		}
+		if strings.Contains(segs[2], "@") {
+			if at[kind+"/"+segs[2]] {
+				continue
+			}
+			at[kind+"/"+segs[2]] = true
+			problem(provider.Problem{Key: p.Key, Value: p.Value, Resource: provider.Resource{Kind: kind, Name: segs[2]}, Severity: provider.SeverityError,
+				Message:        fmt.Sprintf("the %s name %q has an @, which qualifies names (name@provider): dropped", kind, segs[2]),
+				DisablesRouter: kind == provider.KindRouter})
 			continue
 		}
 		lname := kind + "/" + strings.ToLower(segs[2])

@@ -121,6 +121,11 @@ func TestBuild(t *testing.T) {
 			problems: []problem{{"traefik/tcp/routers/lone", "lone", provider.SeverityError, "lone takes fields, not a value"}},
 		},
 		{
+			name:     "a name with an @",
+			pairs:    with(issueExample, Pair{"traefik/tcp/routers/r@file/rule", "HostSNI(`*`)"}, Pair{"traefik/tcp/routers/r@file/service", "x"}),
+			problems: []problem{{"traefik/tcp/routers/r@file/rule", "r@file", provider.SeverityError, `the router name "r@file" has an @`}},
+		},
+		{
 			name:     "a list of blocks numbered with a name",
 			pairs:    with(issueExample, Pair{"traefik/tcp/services/s2/loadBalancer/servers/first/address", "10.0.0.1:1"}),
 			problems: []problem{{"traefik/tcp/services/s2/loadBalancer/servers/first/address", "s2", provider.SeverityError, "its elements are numbered"}},

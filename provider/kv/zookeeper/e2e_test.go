@@ -164,3 +164,34 @@ func TestE2E(t *testing.T) {
 	}
 	kvtest.E2E(t, startServer(t))
 }
+
+// Znodes readable only with a digest: the route applies with the username
+// and password; without them the refusal is an error in /api/providers.
+func TestDigestAuth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	s := startServer(t)
+	c := s.dial(t, s.port)
+	defer c.Close()
+	if err := c.AddAuth("digest", []byte("tollgate:s3cret")); err != nil {
+		t.Fatal(err)
+	}
+	acl := zk.DigestACL(zk.PermAll, "tollgate", "s3cret")
+	put := func(key, value string) {
+		segs := strings.Split(key, "/")
+		for i := 1; i <= len(segs); i++ {
+			p := "/" + strings.Join(segs[:i], "/")
+			var data []byte
+			if i == len(segs) {
+				data = []byte(value)
+			}
+			if _, err := c.Create(p, data, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				t.Fatalf("create %s: %v", p, err)
+			}
+		}
+	}
+	ep := "--providers.zooKeeper.endpoints=127.0.0.1:" + strconv.Itoa(s.port)
+	kvtest.Routed(t, Name, []string{ep, "--providers.zooKeeper.username=tollgate", "--providers.zooKeeper.password=s3cret"}, put)
+	kvtest.Failing(t, Name, []string{ep}, "not authenticated")
+}
