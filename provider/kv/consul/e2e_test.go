@@ -171,3 +171,15 @@ func lineOf(text, s string) int {
 	}
 	return strings.Count(text[:i], "\n") + 1
 }
+
+// With namespaces there is one provider per namespace, named
+// consul-<namespace>; Consul without Enterprise refuses the namespace, and
+// says so in /api/providers.
+func TestNamespacesNeedEnterprise(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	s := startServer(t)
+	flags := append(s.Flags(), "--providers.consul.namespaces=team-a,team-b")
+	kvtest.Failing(t, "consul-team-a", flags, "Namespaces are a Consul Enterprise feature")
+}
