@@ -132,6 +132,8 @@ type store struct {
 	resync  bool // ask without an index: first query, or first after an error
 }
 
+var _ kv.Store = (*store)(nil)
+
 func newStore(clients []kvAPI, opts kv.Options, ns string) *store {
 	root := strings.TrimRight(opts.RootKey, "/")
 	if root == "" {

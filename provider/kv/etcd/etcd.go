@@ -128,6 +128,8 @@ type store struct {
 	lost        chan error
 }
 
+var _ kv.Store = (*store)(nil)
+
 func newStore(dial func() (client, error), opts kv.Options) *store {
 	root := strings.TrimRight(opts.RootKey, "/")
 	if root == "" {

@@ -86,6 +86,9 @@ func New(cfg *config.RedisProvider, log zerolog.Logger) (*kv.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	// go-redis logs through a logger of its own, global to the process;
+	// tollgate's log says what matters (the provider's errors), so it is
+	// silenced.
 	goredis.SetLogger(quiet{})
 	c := goredis.NewClient(&goredis.Options{
 		Addr: ep, Username: cfg.Username, Password: cfg.Password, DB: cfg.DB, TLSConfig: tc,
@@ -120,6 +123,8 @@ type store struct {
 	poll    time.Duration
 	idle    time.Duration
 }
+
+var _ kv.Store = (*store)(nil)
 
 func newStore(c client, opts kv.Options, db int, log zerolog.Logger) *store {
 	root := strings.TrimRight(opts.RootKey, "/")

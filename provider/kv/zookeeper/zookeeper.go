@@ -103,7 +103,11 @@ type store struct {
 	dataW   map[string]bool
 	childW  map[string]bool
 	watches chan watchEvent
+	done    chan struct{} // closed by Close: the watch goroutines end
+	closed  bool
 }
+
+var _ kv.Store = (*store)(nil)
 
 type watchEvent struct {
 	path     string
@@ -117,7 +121,7 @@ func newStore(opts kv.Options) *store {
 		root = kv.DefaultRootKey
 	}
 	return &store{root: "/" + root, state: make(chan struct{}, 1), fired: make(chan struct{}, 1),
-		dataW: map[string]bool{}, childW: map[string]bool{}, watches: make(chan watchEvent, 1024)}
+		dataW: map[string]bool{}, childW: map[string]bool{}, watches: make(chan watchEvent, 1024), done: make(chan struct{})}
 }
 
 func signal(ch chan struct{}) {
@@ -301,17 +305,31 @@ func (s *store) arm(p string, children bool, ch <-chan zk.Event) {
 	} else {
 		s.dataW[p] = true
 	}
+	// One goroutine per armed watch (a znode has at most one of each
+	// kind): it ends when the watch fires, or when the store is closed.
 	go func() {
-		ev, ok := <-ch
-		if !ok {
-			ev = zk.Event{Type: zk.EventNotWatching}
+		var ev zk.Event
+		select {
+		case e, ok := <-ch:
+			if ev = e; !ok {
+				ev = zk.Event{Type: zk.EventNotWatching}
+			}
+		case <-s.done:
+			return
 		}
-		s.watches <- watchEvent{path: p, children: children, ev: ev}
+		select {
+		case s.watches <- watchEvent{path: p, children: children, ev: ev}:
+		case <-s.done:
+		}
 	}()
 }
 
 // Close closes the client (which ends the watches).
 func (s *store) Close() error {
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+	}
 	if s.c != nil {
 		s.c.Close()
 	}

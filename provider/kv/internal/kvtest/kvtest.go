@@ -5,12 +5,10 @@
 package kvtest
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -113,33 +111,13 @@ func Ready(p *Proc, within time.Duration, ready func() error) error {
 }
 
 // EtcdBinary finds the etcd server that scripts/k8s.sh builds (with
-// kube-apiserver, for the Kubernetes tests): $KUBEBUILDER_ASSETS/etcd, else
-// the newest complete build in its cache.
+// kube-apiserver, for the Kubernetes tests): the one in itest.KubeAssets.
 func EtcdBinary() (string, error) {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		bin := filepath.Join(dir, "etcd")
-		if _, err := os.Stat(bin); err != nil {
-			return "", fmt.Errorf("KUBEBUILDER_ASSETS=%s has no etcd: %w", dir, err)
-		}
-		return bin, nil
+	dir, err := itest.KubeAssets()
+	if err != nil {
+		return "", err
 	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	matches, _ := filepath.Glob(filepath.Join(cache, "tollgate", "k8s-*", ".complete"))
-	var newest string
-	var newestTime time.Time
-	for _, m := range matches {
-		if fi, err := os.Stat(m); err == nil && fi.ModTime().After(newestTime) {
-			newest, newestTime = filepath.Dir(m), fi.ModTime()
-		}
-	}
-	if newest == "" {
-		return "", errors.New("no etcd: run `export KUBEBUILDER_ASSETS=$(scripts/k8s.sh)` (builds etcd and kube-apiserver once)")
-	}
-	return filepath.Join(newest, "etcd"), nil
+	return filepath.Join(dir, "etcd"), nil
 }
 
 // Store is one KV store as the scenario drives it. Writes go through the
