@@ -25,6 +25,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/decodeerr"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
 	"github.com/tollgate-proxy/tollgate/provider/docker"
@@ -108,14 +109,14 @@ func DefaultOptions() Options { return Options{ExposedByDefault: true, Prefix: "
 // origin is where a resource or an input was defined.
 type origin struct {
 	file    string
-	fileIdx int         // position of file among the inputs, for ordering problems
-	service string      // compose or Consul service, for labels and tags
-	line    int         // where the container or service is declared
-	labels  []labelLine // the labels or tags of that input, for label inputs
-	doc     *yaml.Node  // YAML document, for file inputs
-	toml    tomlIndex   // where TOML keys are, for TOML file inputs
-	isFile  bool        // a dynamic file (else labels or tags)
-	isKV    bool        // a KV store dump (labels holds its keys)
+	fileIdx int                 // position of file among the inputs, for ordering problems
+	service string              // compose or Consul service, for labels and tags
+	line    int                 // where the container or service is declared
+	labels  []labelLine         // the labels or tags of that input, for label inputs
+	doc     *yaml.Node          // YAML document, for file inputs
+	toml    decodeerr.TOMLIndex // where TOML keys are, for TOML file inputs
+	isFile  bool                // a dynamic file (else labels or tags)
+	isKV    bool                // a KV store dump (labels holds its keys)
 }
 
 // labelLine is one label with the line it was read from (0 when unknown).
@@ -491,8 +492,8 @@ func (c *checker) locate(p *Problem, o origin, kind, name, field string) {
 		}
 	}
 	if o.toml != nil {
-		if k, ok := o.toml.find(path, 3); ok {
-			p.Key, p.Line = k.written, k.line
+		if k, ok := o.toml.Find(path, 3); ok {
+			p.Key, p.Line = k.Written, k.Line
 		}
 	}
 }

@@ -81,7 +81,7 @@ func TestProblemClasses(t *testing.T) {
 		exit                         bool
 	}{
 		{"unknown-key.yml", "tcp.routers.db.servce", `unknown key "servce"`, SeverityError, 6, true},
-		{"bad-value.yml", "tcp.middlewares.limit.inFlightConn.amount", `parsing "ten"`, SeverityError, 5, true},
+		{"bad-value.yml", "tcp.middlewares.limit.inFlightConn.amount", `amount must be an integer, got "ten"`, SeverityError, 5, true},
 		{"amount-zero.yml", "tcp.middlewares.nobody.inFlightConn.amount", "amount is 0", SeverityWarning, 11, false},
 		{"hostsni-no-tls.labels", "traefik.tcp.routers.web.rule", "add tls.passthrough=true", SeverityError, 2, true},
 		{"missing-refs.toml", "tcp.routers.db.service", `service "postgres@file" does not exist`, SeverityError, 3, true},

@@ -1,28 +1,18 @@
 package check
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// writeFile writes content to name in a fresh directory and returns its path.
-func writeFile(t *testing.T, name, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+	"github.com/tollgate-proxy/tollgate/internal/itest"
+)
 
 // Drift 1 of issue 11: check ignored traefik.consulcatalog.canary. Traefik's
 // "two TCP service instances with one canary" (consulcatalog config_test.go):
 // the canary instance gets its own automatic service, named after the
 // service and a hash of its tags, so it does not join the production one.
 func TestConsulCanary(t *testing.T) {
-	path := writeFile(t, "test.json", `{"services": [
+	path := itest.WriteFile(t, "test.json", `{"services": [
   {"id": "1", "name": "Test", "address": "127.0.0.1", "port": 80,
    "tags": ["traefik.tcp.routers.test.rule=HostSNI(`+"`foobar`"+`)"]},
   {"id": "2", "name": "Test", "address": "127.0.0.2", "port": 80,
@@ -47,7 +37,7 @@ func TestConsulCanary(t *testing.T) {
 // traefik.consulcatalog.* tags that the provider rejects. Now each skips its
 // service with the provider's problem, placed on the tag.
 func TestConsulCatalogTags(t *testing.T) {
-	path := writeFile(t, "svc.json", `{"services": [
+	path := itest.WriteFile(t, "svc.json", `{"services": [
   {"name": "connect", "port": 5432, "tags": [
     "traefik.tcp.routers.connect.rule=HostSNI(`+"`*`"+`)",
     "traefik.consulcatalog.connect=true"]},
@@ -85,7 +75,7 @@ func TestConsulCatalogTags(t *testing.T) {
 // services s1 and s2. The provider used to skip the whole instance while
 // check kept b, s1 and s2; both now do what Traefik does: drop a alone.
 func TestConsulRouterWithoutServiceIsDroppedAlone(t *testing.T) {
-	path := writeFile(t, "svc.json", `{"service": {"name": "db", "address": "10.0.0.5", "port": 7000, "tags": [
+	path := itest.WriteFile(t, "svc.json", `{"service": {"name": "db", "address": "10.0.0.5", "port": 7000, "tags": [
   "traefik.tcp.routers.a.rule=HostSNI(`+"`*`"+`)",
   "traefik.tcp.routers.b.rule=HostSNI(`+"`*`"+`)",
   "traefik.tcp.routers.b.service=s1",

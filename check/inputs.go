@@ -1,14 +1,15 @@
 package check
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/tollgate-proxy/tollgate/internal/decodeerr"
 	"github.com/tollgate-proxy/tollgate/labels"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
@@ -23,17 +24,10 @@ import (
 func (c *checker) dynamic(path, ext, content string, doc *yaml.Node) {
 	d, err := pfile.DecodeContent(content, ext, path)
 	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), fmt.Sprintf("file %q: ", path))
-		if m := reNode.FindStringSubmatch(msg); m != nil && strings.Contains(msg, "field not found") {
-			msg = fmt.Sprintf("unknown key %q (%s)", m[1], msg)
-		}
-		p := Problem{File: path, Severity: SeverityError, DisablesRouter: true, Message: msg + ": the file is not applied"}
-		if doc != nil {
-			if keyPath, line := blame(docRoot(doc), err.Error()); line > 0 {
-				p.Key, p.Line = strings.Join(keyPath, "."), line
-			}
-		} else if k, ok := indexTOML(content).blame(err.Error()); ok {
-			p.Key, p.Line = k.written, k.line
+		p := Problem{File: path, Severity: SeverityError, DisablesRouter: true, Message: err.Error() + ": the file is not applied"}
+		var de *pfile.DecodeError
+		if errors.As(err, &de) { // placed by the file provider's decoder, as it logs it
+			p.Key, p.Line, p.Message = de.Key, de.Line, de.Message()+": the file is not applied"
 		}
 		c.add(p)
 		return
@@ -43,7 +37,7 @@ func (c *checker) dynamic(path, ext, content string, doc *yaml.Node) {
 	}
 	o := origin{file: path, fileIdx: c.files, isFile: true, doc: doc}
 	if doc == nil {
-		o.toml = indexTOML(content)
+		o.toml = decodeerr.IndexTOML(content)
 	}
 	c.mergeFile(d.TCP, o)
 }
@@ -356,61 +350,4 @@ func findPath(n *yaml.Node, path []string) ([]string, int) {
 		}
 	}
 	return written, line
-}
-
-var (
-	reNode       = regexp.MustCompile(`node: (\S+)`)
-	reStandalone = regexp.MustCompile(`(\S+) cannot be a standalone element`)
-	reParsing    = regexp.MustCompile(`parsing "((?:[^"\\]|\\.)*)"`)
-)
-
-// blame finds the key a paerser decode error is about in a YAML tree: the
-// key it names ("field not found, node: rulez", "inFlightConn cannot be a
-// standalone element") or the scalar whose value failed to parse. It
-// returns the key path as written and its line.
-func blame(root *yaml.Node, msg string) ([]string, int) {
-	var keyName, value string
-	if m := reNode.FindStringSubmatch(msg); m != nil {
-		keyName = m[1]
-	} else if m := reStandalone.FindStringSubmatch(msg); m != nil {
-		keyName = m[1]
-	} else if m := reParsing.FindStringSubmatch(msg); m != nil {
-		value, _ = strconv.Unquote(`"` + m[1] + `"`)
-	} else {
-		return nil, 0
-	}
-	var hits [][]string
-	var lines []int
-	var walk func(n *yaml.Node, path []string)
-	walk = func(n *yaml.Node, path []string) {
-		switch n.Kind {
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				p := append(append([]string(nil), path...), k.Value)
-				if keyName != "" && strings.EqualFold(k.Value, keyName) {
-					hits, lines = append(hits, p), append(lines, k.Line)
-				}
-				if keyName == "" && v.Kind == yaml.ScalarNode && v.Value == value {
-					hits, lines = append(hits, p), append(lines, k.Line)
-				}
-				walk(v, p)
-			}
-		case yaml.SequenceNode:
-			for i, e := range n.Content {
-				p := append(append([]string(nil), path...), strconv.Itoa(i))
-				if keyName == "" && e.Kind == yaml.ScalarNode && e.Value == value {
-					hits, lines = append(hits, p), append(lines, e.Line)
-				}
-				walk(e, p)
-			}
-		}
-	}
-	if root != nil {
-		walk(root, nil)
-	}
-	if len(hits) == 0 {
-		return nil, 0
-	}
-	return hits[0], lines[0] // the first in document order
 }

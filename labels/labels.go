@@ -43,6 +43,7 @@ import (
 	"github.com/traefik/paerser/parser"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/decodeerr"
 )
 
 // Root is the root of every label key ("traefik"), whatever the Consul tag
@@ -202,7 +203,7 @@ func decodeNamed(sel, orig map[string]string, fresh func() any, dst any) error {
 	}
 	sort.Strings(keys)
 	blame := func(k string, err error) error {
-		return &Error{Key: orig[k], Value: sel[k], Err: explain(k, err)}
+		return &Error{Key: orig[k], Value: sel[k], Err: explain(orig[k], err)}
 	}
 	for _, k := range keys {
 		if err := safeDecode(map[string]string{k: sel[k]}, fresh()); err != nil {
@@ -232,8 +233,13 @@ func safeDecode(m map[string]string, dst any) (err error) {
 	return parser.Decode(m, dst, Root)
 }
 
-// explain adds a hint to paerser errors that are hard to act on.
+// explain adds a hint to paerser errors that are hard to act on, and says
+// what a value that does not parse should be (`amount must be an integer,
+// got "ten"`, not strconv's words).
 func explain(key string, err error) error {
+	if msg, ok := decodeerr.Value(decodeerr.Last(key), err); ok {
+		return errors.New(msg)
+	}
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "cannot be a standalone element"):

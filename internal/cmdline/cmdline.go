@@ -1,9 +1,10 @@
 // Package cmdline is tollgate's command line: the sources of the static
 // configuration (a config file, flags, TOLLGATE_* variables, in that order
 // of precedence) written once for every command that reads it, one-line
-// errors for bad flags, and the version and healthcheck subcommands. main.go
-// gives it the function that runs the proxy; `tollgate check` is the check
-// package's own command.
+// errors that name where a bad option was written (the flag, the variable,
+// the file and line), and the version, healthcheck and demo subcommands.
+// main.go gives it the function that runs the proxy; `tollgate check` is the
+// check package's own command.
 package cmdline
 
 import (
@@ -17,30 +18,22 @@ import (
 	"github.com/traefik/paerser/flag"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/decodeerr"
 )
 
-// Loaders are where a command that takes the static configuration reads it
-// from: --configFile (else /etc/tollgate/tollgate.*, $HOME/.config/tollgate/
-// tollgate.*, ./tollgate.*), else flags, else TOLLGATE_* variables. As in
-// Traefik, the first source that has anything wins; they do not mix.
-func Loaders() []cli.ResourceLoader {
-	return []cli.ResourceLoader{
-		&cli.FileLoader{ConfigFileFlag: "configFile", BasePaths: []string{"/etc/tollgate/tollgate", "$HOME/.config/tollgate", "./tollgate"}},
-		&cli.FlagLoader{},
-		&cli.EnvLoader{Prefix: "TOLLGATE_"},
-	}
-}
-
 // Root returns the tollgate command: it decodes the static configuration
-// into cmd and calls run. It has the version and healthcheck subcommands;
-// add others with AddCommand.
+// into cmd and calls run. It has the version, healthcheck and demo
+// subcommands; add others with AddCommand. An error about the static
+// configuration names where it was written: the flag, the TOLLGATE_
+// variable, or the configuration file and line.
 func Root(cmd *config.Command, run func() error, version string) *cli.Command {
+	src := &sources{}
 	root := &cli.Command{
 		Name:          "tollgate",
 		Description:   "TCP edge proxy: Traefik-style labels and tags, per-client-IP connection limits.",
 		Configuration: cmd,
-		Resources:     Loaders(),
-		Run:           func([]string) error { return run() },
+		Resources:     src.loaders(),
+		Run:           func([]string) error { return src.name(run()) },
 	}
 	_ = root.AddCommand(&cli.Command{
 		Name:        "version",
@@ -51,6 +44,7 @@ func Root(cmd *config.Command, run func() error, version string) *cli.Command {
 		},
 	})
 	_ = root.AddCommand(Healthcheck())
+	_ = root.AddCommand(Demo(cmd, run, src))
 	return root
 }
 
@@ -59,17 +53,28 @@ func Root(cmd *config.Command, run func() error, version string) *cli.Command {
 // that a bad one is reported as one line naming it; any error is printed as
 // one line on stderr.
 func Execute(root *cli.Command) int {
-	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "-") {
-		if err := ValidateFlags(os.Args[1:]); err != nil {
-			fmt.Fprintln(os.Stderr, "tollgate: "+oneLine(err.Error()))
-			return 1
-		}
-	}
-	if err := cli.Execute(root); err != nil {
-		fmt.Fprintln(os.Stderr, "tollgate: "+ErrorLine(err))
+	if line := execute(root); line != "" {
+		fmt.Fprintln(os.Stderr, "tollgate: "+line)
 		return 1
 	}
 	return 0
+}
+
+// execute runs root with os.Args and returns its error as one line, or "".
+func execute(root *cli.Command) string {
+	flags := os.Args[1:]
+	if len(flags) > 0 && flags[0] == "demo" {
+		flags = flags[1:] // tollgate's own flags, after the subcommand
+	}
+	if len(flags) > 0 && strings.HasPrefix(flags[0], "-") {
+		if err := ValidateFlags(flags); err != nil {
+			return oneLine(err.Error())
+		}
+	}
+	if err := cli.Execute(root); err != nil {
+		return ErrorLine(err)
+	}
+	return ""
 }
 
 // ValidateFlags decodes each flag on its own before paerser decodes them all,
@@ -92,19 +97,22 @@ func ValidateFlags(args []string) error {
 			continue
 		}
 		if err := flag.Decode(one, config.NewCommand()); err != nil {
-			return fmt.Errorf("flag --%s=%q: %s", name, value, explain(err))
+			return fmt.Errorf("flag --%s=%q: %s", name, value, explain(name, err))
 		}
 	}
 	return nil
 }
 
-var fieldNotFound = regexp.MustCompile(`field not found, node: (\S+)`)
-
-func explain(err error) string {
-	msg := err.Error()
-	if m := fieldNotFound.FindStringSubmatch(msg); m != nil {
-		return fmt.Sprintf("unknown option %q (see tollgate --help)", m[1])
+// explain says what is wrong with the option key (dotted, as written):
+// unknown, or a value that does not parse (what was expected).
+func explain(key string, err error) string {
+	if k, ok := decodeerr.UnknownField(err); ok {
+		return fmt.Sprintf("unknown option %q (see tollgate --help)", k)
 	}
+	if msg, ok := decodeerr.Value(decodeerr.Last(key), err); ok {
+		return msg
+	}
+	msg := err.Error()
 	if strings.Contains(msg, "flag needs an argument") {
 		return "unknown flag (see tollgate --help)"
 	}

@@ -27,7 +27,7 @@ func Healthcheck() *cli.Command {
 		Name:          "healthcheck",
 		Description:   "Exit 0 when the admin API of a running tollgate answers /ping, else 1.",
 		Configuration: cmd,
-		Resources:     Loaders(),
+		Resources:     (&sources{}).loaders(),
 		Run: func([]string) error {
 			addr := config.DefaultAPIAddress
 			switch {

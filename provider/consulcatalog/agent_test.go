@@ -3,6 +3,7 @@ package consulcatalog
 import (
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -14,6 +15,10 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
+
+// TestMain: one line among go test's "ok" lines when tests skipped for want
+// of a Consul agent.
+func TestMain(m *testing.M) { os.Exit(itest.Main(m)) }
 
 // agent is a `consul agent -dev` on loopback ports of its own, stopped by PID
 // when the test ends.

@@ -218,7 +218,7 @@ func TestBuild(t *testing.T) {
 				"tollgate.tcp.routers.r.rule=HostSNI(`*`)",
 				"tollgate.tcp.middlewares.m.inflightconn.amount=abc")},
 			want:     tcp(nil, nil, nil),
-			problems: []string{`tag "tollgate.tcp.middlewares.m.inflightconn.amount=abc": strconv.ParseInt`},
+			problems: []string{`tag "tollgate.tcp.middlewares.m.inflightconn.amount=abc": amount must be an integer, got "abc"`},
 		},
 		{
 			name: "a negative amount is decoded as written: the range is inFlightConn's rule, applied by the proxy",

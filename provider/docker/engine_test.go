@@ -30,7 +30,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := itest.Main(m)
 	if imageName != "" {
 		_ = exec.Command("docker", "rmi", "-f", imageName).Run()
 	}

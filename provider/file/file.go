@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/decodeerr"
 	"github.com/tollgate-proxy/tollgate/provider"
 )
 
@@ -307,7 +308,7 @@ func DecodeContent(content, ext, name string) (d *config.Dynamic, err error) {
 		// paerser panics on some malformed trees; a bad file must not take
 		// tollgate down.
 		if r := recover(); r != nil {
-			d, err = nil, fmt.Errorf("file %q: cannot decode: %v", name, r)
+			d, err = nil, &DecodeError{File: name, Err: fmt.Errorf("cannot decode: %v", r)}
 		}
 	}()
 	d = &config.Dynamic{}
@@ -315,7 +316,48 @@ func DecodeContent(content, ext, name string) (d *config.Dynamic, err error) {
 		return d, nil
 	}
 	if err := pfile.DecodeContent(content, strings.ToLower(ext), d); err != nil {
-		return nil, fmt.Errorf("file %q: %w", name, err)
+		de := &DecodeError{File: name, Err: err}
+		de.Key, de.Line = decodeerr.Blame(content, ext, err)
+		return nil, de
 	}
 	return d, nil
 }
+
+// DecodeError is a dynamic file that does not decode: the file, where in it
+// the error is (Line 1-based and Key, the dotted key path as written; zero
+// when it cannot be placed) and paerser's error. Its message names all
+// three, so the log line and /api/providers say where to look, as
+// `tollgate check` does:
+//
+//	file "dynamic.yml", line 7: tcp.middlewares.limit.inFlightConn.amount: amount must be an integer, got "ten"
+type DecodeError struct {
+	File string
+	Line int
+	Key  string
+	Err  error
+}
+
+func (e *DecodeError) Error() string {
+	loc := fmt.Sprintf("file %q", e.File)
+	if e.Line > 0 {
+		loc += fmt.Sprintf(", line %d", e.Line)
+	}
+	if e.Key != "" {
+		loc += ": " + e.Key
+	}
+	return loc + ": " + e.Message()
+}
+
+// Message is what went wrong, without the location: a value that does not
+// parse says what was expected, an unknown key names it.
+func (e *DecodeError) Message() string {
+	if msg, ok := decodeerr.Value(decodeerr.Last(e.Key), e.Err); ok {
+		return msg
+	}
+	if k, ok := decodeerr.UnknownField(e.Err); ok {
+		return fmt.Sprintf("unknown key %q", k)
+	}
+	return e.Err.Error()
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }

@@ -2,6 +2,7 @@ package file
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -254,5 +255,43 @@ func TestDirectoryEmptiedAndRemovedFiles(t *testing.T) {
 	m = p.Load()
 	if m.Err != nil || len(m.Configuration.TCP.Middlewares) != 1 || m.Configuration.TCP.Middlewares["n"] == nil || len(m.Warnings) != 0 {
 		t.Fatalf("removed a.yml: middlewares %v, warnings %q", m.Configuration.TCP.Middlewares, m.Warnings)
+	}
+}
+
+// A file that does not decode is reported with its line and key, as the
+// log and /api/providers show it at run time, and a value that does not
+// parse says what was expected instead of quoting strconv.
+func TestDecodeErrorNamesFileAndLine(t *testing.T) {
+	for _, tc := range []struct {
+		name, content string
+		line          int
+		want          string
+	}{
+		{"dyn.yml", "tcp:\n  middlewares:\n    limit:\n      inFlightConn:\n        amount: ten\n", 5,
+			`file "dyn.yml", line 5: tcp.middlewares.limit.inFlightConn.amount: amount must be an integer, got "ten"`},
+		{"dyn.toml", "[tcp.middlewares.limit.inFlightConn]\n  amount = \"ten\"\n", 2,
+			`file "dyn.toml", line 2: tcp.middlewares.limit.inFlightConn.amount: amount must be an integer, got "ten"`},
+		{"typo.yml", "tcp:\n  routers:\n    db:\n      rule: \"HostSNI(`*`)\"\n      servce: db\n", 5,
+			`file "typo.yml", line 5: tcp.routers.db.servce: unknown key "servce"`},
+		{"typo.toml", "[tcp.routers.db]\n  rule = \"HostSNI(`*`)\"\n  servce = \"db\"\n", 3,
+			`file "typo.toml", line 3: tcp.routers.db.servce: unknown key "servce"`},
+		{"hc.yml", "tcp:\n  services:\n    s:\n      loadBalancer:\n        terminationDelay: soon\n", 5,
+			`file "hc.yml", line 5: tcp.services.s.loadBalancer.terminationDelay: terminationDelay must be an integer, got "soon"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, tc.name)
+			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m := New(&config.FileProvider{Filename: path}, zerolog.Nop()).Load()
+			var de *DecodeError
+			if !errors.As(m.Err, &de) || de.Line != tc.line {
+				t.Fatalf("Load: error %v, want a DecodeError on line %d", m.Err, tc.line)
+			}
+			if want := strings.Replace(tc.want, tc.name, path, 1); m.Err.Error() != want {
+				t.Fatalf("error\n  %s\nwant\n  %s", m.Err, want)
+			}
+		})
 	}
 }

@@ -31,7 +31,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := itest.Main(m)
 	if sharedServer != nil {
 		sharedServer.Stop()
 	}

@@ -43,6 +43,7 @@ import (
 	"github.com/traefik/paerser/parser"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/decodeerr"
 	"github.com/tollgate-proxy/tollgate/provider"
 )
 
@@ -277,21 +278,44 @@ func decodeGroup(root string, g *group) (*config.Dynamic, Pair, error) {
 	if err == nil {
 		return d, Pair{}, nil
 	}
+	p, err := blame(root, g, err)
+	// A value that does not parse: say what it should be, as labels and
+	// files do (`amount must be an integer, got "ten"`).
+	if msg, ok := decodeerr.Value(field(p.Key), err); ok {
+		err = errors.New(msg)
+	}
+	return nil, p, err
+}
+
+// blame finds the pair that err, the error of decoding g, is about.
+func blame(root string, g *group, err error) (Pair, error) {
 	var ke *keyError
 	if errors.As(err, &ke) {
-		return nil, ke.pair, ke.err
+		return ke.pair, ke.err
 	}
 	for _, p := range g.pairs {
 		if _, err := decodePairs(root, []Pair{p}); err != nil {
-			return nil, p, unwrapKey(err)
+			return p, unwrapKey(err)
 		}
 	}
 	for i := range g.pairs {
 		if _, err := decodePairs(root, g.pairs[:i+1]); err != nil {
-			return nil, g.pairs[i], unwrapKey(err)
+			return g.pairs[i], unwrapKey(err)
 		}
 	}
-	return nil, g.pairs[0], err
+	return g.pairs[0], err
+}
+
+// field is the field a key sets: its last segment that is not a list index
+// ("middlewares" for ".../middlewares/0").
+func field(key string) string {
+	segs := strings.Split(strings.TrimRight(key, "/"), "/")
+	for i := len(segs) - 1; i >= 0; i-- {
+		if !digits.MatchString(segs[i]) {
+			return segs[i]
+		}
+	}
+	return ""
 }
 
 // keyError is an error that names its pair already.
@@ -517,7 +541,8 @@ func isBlock(t reflect.Type) bool {
 	return t.Kind() == reflect.Struct
 }
 
-// explain turns paerser's errors into ones a user can act on.
+// explain turns paerser's errors about keys into ones a user can act on;
+// errors about values are reworded by decodeGroup, which knows the key.
 func explain(err error) error {
 	msg := err.Error()
 	switch {
@@ -525,10 +550,6 @@ func explain(err error) error {
 		return fmt.Errorf("unknown key (%s)", msg)
 	case strings.Contains(msg, "cannot be a standalone element"):
 		return fmt.Errorf("%s: set one of its fields as a key below it", msg)
-	case strings.Contains(msg, "strconv.ParseInt"), strings.Contains(msg, "strconv.ParseUint"):
-		return fmt.Errorf("not a whole number (%s)", msg)
-	case strings.Contains(msg, "strconv.ParseBool"):
-		return fmt.Errorf("not true or false (%s)", msg)
 	}
 	return err
 }

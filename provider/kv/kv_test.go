@@ -82,7 +82,7 @@ func TestBuild(t *testing.T) {
 			name:  "a bad value drops only its router, named by its key",
 			pairs: with(issueExample, Pair{"traefik/tcp/routers/bad/rule", "HostSNI(`*`)"}, Pair{"traefik/tcp/routers/bad/priority", "high"}),
 			problems: []problem{{"traefik/tcp/routers/bad/priority", "bad", provider.SeverityError,
-				`key "traefik/tcp/routers/bad/priority"="high": not a whole number`}},
+				`key "traefik/tcp/routers/bad/priority"="high": priority must be an integer, got "high"`}},
 		},
 		{
 			name:  "an unknown field drops only its service",

@@ -1,0 +1,203 @@
+package cmdline
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/traefik/paerser/cli"
+	"github.com/traefik/paerser/env"
+	pfile "github.com/traefik/paerser/file"
+	"github.com/traefik/paerser/flag"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/decodeerr"
+)
+
+// envPrefix is the prefix of the environment variables that carry the
+// static configuration (TOLLGATE_ENTRYPOINTS_DB_ADDRESS=:5432).
+const envPrefix = "TOLLGATE_"
+
+// configBasePaths are where a configuration file is looked for without
+// --configFile, each with .toml, .yaml and .yml.
+var configBasePaths = []string{"/etc/tollgate/tollgate", "$HOME/.config/tollgate", "./tollgate"}
+
+// sources are where one command reads the static configuration from, and,
+// once read, which of them it was: --configFile (else a file in
+// configBasePaths), else flags, else TOLLGATE_* variables. As in Traefik,
+// the first source that has anything wins; they do not mix. An error about
+// the configuration names where it was written: the flag, the variable, or
+// the file and line (name, and each loader's own decoding errors).
+type sources struct {
+	from    string   // "file", "flags", "env"; "" until one is read
+	file    string   // the configuration file, as given or found
+	content string   // its content
+	args    []string // the flags
+	env     []string // the TOLLGATE_ variables, "NAME=value"
+}
+
+// loaders are the paerser resource loaders, in order of precedence, that
+// fill s as they read.
+func (s *sources) loaders() []cli.ResourceLoader {
+	return []cli.ResourceLoader{fileLoader{s}, flagLoader{s}, envLoader{s}}
+}
+
+type fileLoader struct{ s *sources }
+
+// Load decodes the configuration file (as paerser's FileLoader does) and
+// reports a decoding error at its file and line.
+func (l fileLoader) Load(args []string, cmd *cli.Command) (bool, error) {
+	ref, err := flag.Parse(args, cmd.Configuration)
+	if err != nil {
+		return false, err
+	}
+	given := ""
+	for k, v := range ref {
+		if strings.EqualFold(k, "traefik.configFile") {
+			given = v
+		}
+	}
+	path, err := cli.Finder{BasePaths: configBasePaths, Extensions: []string{"toml", "yaml", "yml"}}.Find(given)
+	if err != nil || path == "" {
+		return false, err
+	}
+	shown := path
+	if abs, err := filepath.Abs(os.ExpandEnv(given)); given != "" && err == nil && abs == path {
+		shown = given
+	}
+	content, err := os.ReadFile(path)
+	if err != nil {
+		return false, fmt.Errorf("configuration file %s: %w", shown, err)
+	}
+	l.s.from, l.s.file, l.s.content = "file", shown, string(content)
+	if err := pfile.Decode(path, cmd.Configuration); err != nil {
+		key, line := decodeerr.Blame(l.s.content, filepath.Ext(path), err)
+		return false, fmt.Errorf("%s%s", l.s.at(key, line), explain(key, err))
+	}
+	return true, nil
+}
+
+type flagLoader struct{ s *sources }
+
+// Load decodes the flags; a bad one is named by ValidateFlags.
+func (l flagLoader) Load(args []string, cmd *cli.Command) (bool, error) {
+	if len(args) == 0 {
+		return false, nil
+	}
+	l.s.from, l.s.args = "flags", args
+	if err := flag.Decode(args, cmd.Configuration); err != nil {
+		if one := ValidateFlags(args); one != nil {
+			return false, one
+		}
+		return false, fmt.Errorf("flags %s: %s", strings.Join(args, " "), explain("", err))
+	}
+	return true, nil
+}
+
+type envLoader struct{ s *sources }
+
+// Load decodes the TOLLGATE_ variables. When they do not decode, each is
+// decoded alone to name the one at fault.
+func (l envLoader) Load(_ []string, cmd *cli.Command) (bool, error) {
+	vars := env.FindPrefixedEnvVars(os.Environ(), envPrefix, cmd.Configuration)
+	if len(vars) == 0 {
+		return false, nil
+	}
+	sort.Strings(vars)
+	l.s.from, l.s.env = "env", vars
+	err := env.Decode(vars, envPrefix, cmd.Configuration)
+	if err == nil {
+		return true, nil
+	}
+	for _, v := range vars {
+		if one := env.Decode([]string{v}, envPrefix, config.NewCommand()); one != nil {
+			name, value, _ := strings.Cut(v, "=")
+			return false, fmt.Errorf("environment variable %s=%q: %s", name, value, explain("", one))
+		}
+	}
+	names := make([]string, len(vars))
+	for i, v := range vars {
+		names[i], _, _ = strings.Cut(v, "=")
+	}
+	return false, fmt.Errorf("environment variables %s: %s", strings.Join(names, ", "), explain("", err))
+}
+
+// at is the location prefix of an error about key (dotted, as written) in
+// the configuration file: "file:line: key: ", "file: key: " or "file: ".
+func (s *sources) at(key string, line int) string {
+	loc := s.file
+	if line > 0 {
+		loc += fmt.Sprintf(":%d", line)
+	}
+	if key != "" {
+		loc += ": " + key
+	}
+	return loc + ": "
+}
+
+// keyPrefix matches the option an error of the static configuration begins
+// with, as config.Static.Validate and the providers' constructors write it:
+// `entryPoints.db.address="5432": ...`, `providers.file: ...`.
+var keyPrefix = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)+)([=:])`)
+
+// name rewrites an error that begins with an option's key so that it names
+// where that option was written: the flag as given, the TOLLGATE_ variable,
+// or the configuration file and line. Other errors are returned as they are.
+func (s *sources) name(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	m := keyPrefix.FindStringSubmatch(msg)
+	if m == nil {
+		return err
+	}
+	key, rest := m[1], msg[len(m[1]):]
+	covers := func(k string) bool { // k sets key, or something under it
+		k = strings.ToLower(k)
+		return k == strings.ToLower(key) || strings.HasPrefix(k, strings.ToLower(key)+".")
+	}
+	switch s.from {
+	case "flags":
+		for _, a := range s.args {
+			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if covers(name) {
+				if strings.EqualFold(name, key) {
+					return &sourceError{"flag --" + name + rest, err}
+				}
+				return &sourceError{"flag --" + name + ": " + msg, err}
+			}
+		}
+	case "env":
+		for _, v := range s.env {
+			name, _, _ := strings.Cut(v, "=")
+			dotted := strings.ReplaceAll(strings.TrimPrefix(strings.ToUpper(name), envPrefix), "_", ".")
+			if covers(dotted) {
+				if strings.EqualFold(dotted, key) {
+					return &sourceError{"environment variable " + name + rest, err}
+				}
+				return &sourceError{"environment variable " + name + ": " + msg, err}
+			}
+		}
+	case "file":
+		written, line := decodeerr.Find(s.content, filepath.Ext(s.file), strings.Split(key, "."))
+		if line > 0 && strings.EqualFold(written, key) {
+			return &sourceError{fmt.Sprintf("%s:%d: %s%s", s.file, line, written, rest), err}
+		}
+		return &sourceError{s.at("", line) + msg, err}
+	}
+	return err
+}
+
+// sourceError is an error of the static configuration with where it was
+// written in front.
+type sourceError struct {
+	msg string
+	err error
+}
+
+func (e *sourceError) Error() string { return e.msg }
+func (e *sourceError) Unwrap() error { return e.err }
