@@ -245,18 +245,24 @@ func (s *store) readTree() ([]kv.Pair, error) {
 			data, _, ch, err = s.c.GetW(p)
 		}
 		if errors.Is(err, zk.ErrNoNode) {
-			if p == s.root {
-				// No configuration yet: watch for the root to appear.
-				if !s.dataW[p] {
-					_, _, ch, err := s.c.ExistsW(p)
-					if err != nil {
-						return err
-					}
-					s.arm(p, false, ch)
-				}
+			if p != s.root || s.dataW[p] {
+				// Deleted while reading: its parent's watch fires, or the
+				// root's own.
 				return nil
 			}
-			return nil // deleted while reading: its parent's watch fires
+			// No configuration yet: watch for the root to appear.
+			exists, _, ch, err := s.c.ExistsW(p)
+			if err != nil {
+				return err
+			}
+			s.arm(p, false, ch)
+			if exists {
+				// Created since GetW: the watch just set is the root's data
+				// watch, and its children need reading (and a child watch)
+				// now, or their creation would go unnoticed.
+				return walk(p)
+			}
+			return nil
 		}
 		if err != nil {
 			return err
