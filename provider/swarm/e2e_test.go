@@ -221,8 +221,13 @@ func TestE2ELBSwarmAndNetworkChoice(t *testing.T) {
 	lbl := seedLabels(10)
 	lbl["traefik.swarm.lbswarm"] = "true"
 	svc := w.service("db", lbl)
-	vip := itest.Docker(t, "service", "inspect", "--format", `{{range .Endpoint.VirtualIPs}}{{.Addr}}{{end}}`, svc)
-	vip, _, _ = strings.Cut(vip, "/")
+	// The engine assigns the virtual IP a moment after the service exists.
+	var vip string
+	itest.Eventually(t, 15*time.Second, func() bool {
+		vip = itest.Docker(t, "service", "inspect", "--format", `{{range .Endpoint.VirtualIPs}}{{.Addr}}{{end}}`, svc)
+		vip, _, _ = strings.Cut(vip, "/")
+		return vip != ""
+	}, "service %s has no virtual IP", svc)
 	itest.Eventually(t, 15*time.Second, func() bool { return g.routed([]string{vip + ":7000"}) },
 		"servers %q, want the virtual IP %s:7000 alone", g.rawdata().ServersOf("db@swarm"), vip)
 	var tasks []string

@@ -273,10 +273,14 @@ func E2E(t *testing.T, s Store) {
 		s.Put(t, "traefik/tcp/routers/bad/rule", "HostSNI(`*`)")
 		s.Put(t, key, "high")
 		var problems []string
+		// The provider's problems are recorded when its configuration
+		// arrives; the configuration applies up to a throttle period later.
 		until(t, time.Now(), 3*time.Second, func() bool {
-			problems = tg.Rawdata(t).Provider(p).Problems
-			return len(problems) > 0 && strings.Contains(strings.Join(problems, "\n"), key)
-		}, "a problem for %s", key)
+			rd := tg.Rawdata(t)
+			problems = rd.Provider(p).Problems
+			_, routed := rd.Routers[q("bad")]
+			return !routed && len(problems) > 0 && strings.Contains(strings.Join(problems, "\n"), key)
+		}, "a problem for %s, and its router dropped", key)
 		if len(problems) != 1 || !strings.Contains(problems[0], `key "`+key+`"="high"`) || !strings.Contains(problems[0], `router "bad" is dropped`) {
 			t.Errorf("problems %q: want one naming the key %s and the router", problems, key)
 		}
