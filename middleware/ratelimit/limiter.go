@@ -266,33 +266,12 @@ func (s *shard) rescale(now, from, to int64) (deleted int) {
 		return deleted
 	}
 	f := float64(to) / float64(from)
-	conv := func(t int64) (int64, bool) {
+	return s.update(func(t int64) (int64, bool) {
 		if t <= now {
 			return 0, false
 		}
 		return now + int64(math.Min(float64(t-now)*f, maxTime/2)), true
-	}
-	s.maxTAT = 0
-	for k, t := range s.v4 {
-		if nt, ok := conv(t); ok {
-			s.v4[k] = nt
-			s.maxTAT = max(s.maxTAT, nt)
-		} else {
-			delete(s.v4, k)
-			deleted++
-		}
-	}
-	for k, t := range s.v6 {
-		if nt, ok := conv(t); ok {
-			s.v6[k] = nt
-			s.maxTAT = max(s.maxTAT, nt)
-		} else {
-			delete(s.v6, k)
-			deleted++
-		}
-	}
-	s.shrink()
-	return deleted
+	})
 }
 
 func (s *shard) drop() {
@@ -312,54 +291,49 @@ func (s *shard) expire(now int64) (deleted int) {
 		s.drop()
 		return deleted
 	}
+	return s.update(func(t int64) (int64, bool) { return t, t > now })
+}
+
+// update replaces every TAT t by f(t), or deletes its entry when f says so,
+// recomputes maxTAT and gives back memory (shrink); it returns how many
+// entries it deleted. The caller holds s.mu.
+func (s *shard) update(f func(t int64) (int64, bool)) (deleted int) {
 	s.maxTAT = 0
-	for k, t := range s.v4 {
-		if t <= now {
-			delete(s.v4, k)
-			deleted++
-		} else {
-			s.maxTAT = max(s.maxTAT, t)
-		}
-	}
-	for k, t := range s.v6 {
-		if t <= now {
-			delete(s.v6, k)
-			deleted++
-		} else {
-			s.maxTAT = max(s.maxTAT, t)
-		}
-	}
-	s.shrink()
+	deleted = updateMap(s.v4, f, &s.maxTAT) + updateMap(s.v6, f, &s.maxTAT)
+	s.v4, s.peak4 = shrink(s.v4, s.peak4)
+	s.v6, s.peak6 = shrink(s.v6, s.peak6)
 	return deleted
 }
 
-// shrink gives back the memory of maps that emptied, or that hold far fewer
-// entries than they grew for: a Go map never shrinks by deletion.
-func (s *shard) shrink() {
-	const minPeak = 64
-	if len(s.v4) == 0 {
-		s.v4, s.peak4 = nil, 0
-	} else if s.peak4 >= minPeak && len(s.v4) < s.peak4/8 {
-		s.v4 = maps4(s.v4)
-		s.peak4 = len(s.v4)
-	}
-	if len(s.v6) == 0 {
-		s.v6, s.peak6 = nil, 0
-	} else if s.peak6 >= minPeak && len(s.v6) < s.peak6/8 {
-		m := make(map[[16]byte]int64, len(s.v6))
-		for k, t := range s.v6 {
-			m[k] = t
+func updateMap[K comparable](m map[K]int64, f func(int64) (int64, bool), maxTAT *int64) (deleted int) {
+	for k, t := range m {
+		if nt, keep := f(t); keep {
+			m[k] = nt
+			*maxTAT = max(*maxTAT, nt)
+		} else {
+			delete(m, k)
+			deleted++
 		}
-		s.v6, s.peak6 = m, len(m)
 	}
+	return deleted
 }
 
-func maps4(in map[uint32]int64) map[uint32]int64 {
-	m := make(map[uint32]int64, len(in))
-	for k, t := range in {
-		m[k] = t
+// shrink gives back the memory of a map that emptied, or that holds far
+// fewer entries than it grew for (peak): a Go map never shrinks by deletion.
+// It returns the map to keep and its new peak.
+func shrink[K comparable](m map[K]int64, peak int) (map[K]int64, int) {
+	const minPeak = 64
+	switch {
+	case len(m) == 0:
+		return nil, 0
+	case peak >= minPeak && len(m) < peak/8:
+		c := make(map[K]int64, len(m))
+		for k, t := range m {
+			c[k] = t
+		}
+		return c, len(c)
 	}
-	return m
+	return m, peak
 }
 
 // Expire deletes every entry whose bucket is full now. The limiter's own

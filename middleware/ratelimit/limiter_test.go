@@ -380,6 +380,43 @@ func TestMemoryPerTrackedIP(t *testing.T) {
 	}
 }
 
+// A map that keeps a few entries of many gives the rest of its memory back
+// (a Go map does not shrink by deletion).
+func TestMostlyExpiredMapsShrink(t *testing.T) {
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	key := func(i int) netip.Addr {
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], 0x0a000000+uint32(i))
+		return netip.AddrFrom4(b)
+	}
+	l, c := newTestLimiter(Rule{Average: 1, Period: time.Second, Burst: 1})
+	before := heap()
+	for i := 0; i < 100_000; i++ {
+		l.Allow(key(i))
+	}
+	peak := heap() - before
+	c.advance(500 * time.Millisecond)
+	for i := 100_000; i < 105_000; i++ {
+		l.Allow(key(i))
+	}
+	c.advance(500 * time.Millisecond)
+	l.Expire()
+	if n := l.Entries(); n != 5000 {
+		t.Fatalf("%d entries, want the 5000 still refilling", n)
+	}
+	left := int64(heap()) - int64(before)
+	t.Logf("100,000 entries: %d bytes; 5,000 left: %d bytes", peak, left)
+	if left > int64(peak)/4 {
+		t.Fatalf("5%% of the entries left hold %d of %d bytes: the maps did not shrink", left, peak)
+	}
+	runtime.KeepAlive(l)
+}
+
 func TestSnapshotShowsBuckets(t *testing.T) {
 	l, c := newTestLimiter(Rule{Average: 10, Period: time.Second, Burst: 4})
 	admitN(l, ipA, 4) // empty
