@@ -30,6 +30,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/provider/docker"
 	"github.com/tollgate-proxy/tollgate/provider/file"
 	"github.com/tollgate-proxy/tollgate/provider/kubernetescrd"
+	"github.com/tollgate-proxy/tollgate/provider/swarm"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
 
@@ -249,8 +250,8 @@ func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, l
 	return started, nil
 }
 
-// labelProviders builds the Docker, Consul Catalog and Kubernetes CRD
-// providers that the static configuration enables. A new provider (Swarm,
+// labelProviders builds the Docker, Consul Catalog, Kubernetes CRD and
+// Docker Swarm providers that the static configuration enables. A new provider (Swarm,
 // KV) is one more case here (ARCHITECTURE.md).
 func labelProviders(cfg *config.Providers, log zerolog.Logger) ([]provider.Provider, error) {
 	var out []provider.Provider
@@ -273,6 +274,11 @@ func labelProviders(cfg *config.Providers, log zerolog.Logger) ([]provider.Provi
 	}
 	if c := cfg.KubernetesCRD; c != nil {
 		if err := add(kubernetescrd.New(c, log)); err != nil {
+			return nil, err
+		}
+	}
+	if c := cfg.Swarm; c != nil {
+		if err := add(swarm.New(c, log)); err != nil {
 			return nil, err
 		}
 	}

@@ -100,9 +100,13 @@ func (s Sources) withLive(rt *proxy.Runtime, top int) map[string]*proxy.Middlewa
 func (s Sources) withHealth(rt *proxy.Runtime) map[string]*proxy.ServiceInfo {
 	out := make(map[string]*proxy.ServiceInfo, len(rt.Services))
 	for name, si := range rt.Services {
-		if st := s.Server.State().ServerStatus(name); st != nil {
+		st, capa := s.Server.State().ServerStatus(name), s.Server.State().Capacity(name)
+		if st != nil || capa != nil {
 			cp := *si
-			cp.ServerStatus = st
+			if st != nil {
+				cp.ServerStatus = st
+			}
+			cp.Capacity = capa
 			si = &cp
 		}
 		out[name] = si

@@ -35,6 +35,10 @@ var (
 	descInFlight   = prometheus.NewDesc("tollgate_inflightconn_connections", "Connections counted by an inFlightConn limiter now.", []string{"middleware"}, nil)
 	descClients    = prometheus.NewDesc("tollgate_inflightconn_clients", "Distinct client keys with an open connection, per inFlightConn limiter.", []string{"middleware"}, nil)
 	descDialErrors = prometheus.NewDesc("tollgate_service_dial_errors_total", "Failed backend dials, per service.", []string{"service"}, nil)
+	descSrvOpen    = prometheus.NewDesc("tollgate_service_server_open_connections", "Connections open (or being dialled) to a server of a service whose servers have a maxConn.", []string{"service", "server"}, nil)
+	descSrvMax     = prometheus.NewDesc("tollgate_service_server_max_connections", "A server's maxConn (0: no cap).", []string{"service", "server"}, nil)
+	descQueued     = prometheus.NewDesc("tollgate_service_queued_connections", "Connections waiting for a server slot, per capped service.", []string{"service"}, nil)
+	descQueueRej   = prometheus.NewDesc("tollgate_service_queue_rejected_total", "Connections a capped service closed: its queue was full, or the wait timed out.", []string{"service", "reason"}, nil)
 	descFallbacks  = prometheus.NewDesc("tollgate_service_splice_fallbacks_total", "Copies done through a buffer because no splice pipe could be created (out of file descriptors), per service.", []string{"service"}, nil)
 	descReloads    = prometheus.NewDesc("tollgate_config_reloads_total", "Configurations applied.", nil, nil)
 	descLastReload = prometheus.NewDesc("tollgate_config_last_reload_timestamp_seconds", "When the last configuration was applied.", nil, nil)
@@ -61,7 +65,7 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descEPUnrouted, descEPAcceptEr, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descFallbacks, descReloads, descLastReload, descProvider, descProvUpd, descProvErr,
+	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descEPUnrouted, descEPAcceptEr, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descFallbacks, descSrvOpen, descSrvMax, descQueued, descQueueRej, descReloads, descLastReload, descProvider, descProvUpd, descProvErr,
 		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descRLClients, descBytesIn, descBytesOut, descDuration} {
 		ch <- d
 	}
@@ -124,6 +128,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descRouterOpen, prometheus.GaugeValue, float64(open), name)
 		},
 	)
+	st.EachCapacity(func(name string, cs proxy.CapacityState) {
+		for _, sv := range cs.Servers {
+			ch <- prometheus.MustNewConstMetric(descSrvOpen, prometheus.GaugeValue, float64(sv.Open), name, sv.Address)
+			ch <- prometheus.MustNewConstMetric(descSrvMax, prometheus.GaugeValue, float64(sv.Max), name, sv.Address)
+		}
+		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(cs.Queued), name)
+		ch <- prometheus.MustNewConstMetric(descQueueRej, prometheus.CounterValue, float64(cs.RejectedFull), name, "full")
+		ch <- prometheus.MustNewConstMetric(descQueueRej, prometheus.CounterValue, float64(cs.TimedOut), name, "timeout")
+	})
 	st.EachRouterCounters(func(name string, rc *proxy.RouterCounters) {
 		ch <- prometheus.MustNewConstMetric(descBytesIn, prometheus.CounterValue, float64(rc.BytesIn.Load()), name)
 		ch <- prometheus.MustNewConstMetric(descBytesOut, prometheus.CounterValue, float64(rc.BytesOut.Load()), name)

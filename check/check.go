@@ -1,9 +1,10 @@
 // Package check is `tollgate check`: it lints dynamic configuration without
 // running the proxy. It reads dynamic YAML/TOML files (the file provider's
 // input), files of `key=value` labels and docker-compose files (the Docker
-// provider's input, labels in list or map form, per service) and Consul
-// service definitions (the Consul Catalog provider's input), turns the label
-// and tag inputs into the providers' own plain inputs (docker.Container,
+// provider's input, labels in list or map form, per service; their
+// deploy.labels, the Swarm provider's) and Consul service definitions (the
+// Consul Catalog provider's input), turns the label and tag inputs into the
+// providers' own plain inputs (docker.Container, swarm.Service,
 // consulcatalog.Instance) and builds them with the providers' own Build
 // functions, merges the results the way the watcher does, and compiles them
 // with proxy.Compile. So every problem the running proxy would find is found
@@ -30,6 +31,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
 	"github.com/tollgate-proxy/tollgate/provider/docker"
 	pfile "github.com/tollgate-proxy/tollgate/provider/file"
+	"github.com/tollgate-proxy/tollgate/provider/swarm"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
 
@@ -160,6 +162,7 @@ type checker struct {
 	// label and tag inputs, and where each was read (by source ID)
 	containers []docker.Container
 	instances  []consulcatalog.Instance
+	services   []swarm.Service // from stack files' deploy.labels (swarm.go)
 	inputs     map[string]origin
 	// after the builds: per provider, which inputs defined each resource
 	definedBy map[string]map[provider.Resource][]string
@@ -271,6 +274,13 @@ func (c *checker) build() map[string]*config.Dynamic {
 		configs[docker.Name], c.definedBy[docker.Name] = res.Configuration, res.DefinedBy
 		for _, p := range res.Problems {
 			c.buildProblem(docker.Name, "container", p)
+		}
+	}
+	if len(c.services) > 0 {
+		res := swarm.Build(c.services, swarm.Options{ExposedByDefault: c.opts.ExposedByDefault})
+		configs[swarm.Name], c.definedBy[swarm.Name] = res.Configuration, res.DefinedBy
+		for _, p := range res.Problems {
+			c.buildProblem(swarm.Name, swarmNoun, p)
 		}
 	}
 	if len(c.instances) > 0 {

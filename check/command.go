@@ -39,14 +39,14 @@ func Command() *cli.Command {
 const usage = `Usage: tollgate check [flags] FILE|DIR...
 
 Lint dynamic configuration without running the proxy: YAML/TOML dynamic files (a directory
-stands for its .yml/.yaml/.toml files), files of key=value labels, docker-compose files, and
-Consul service definitions (.json). Prints the resulting TCP configuration and every problem as
+stands for its .yml/.yaml/.toml files), files of key=value labels, docker-compose and stack files
+(labels: Docker containers; deploy.labels: Swarm services), and Consul service definitions (.json). Prints the resulting TCP configuration and every problem as
 JSON on stdout, one line per problem on stderr; exits 1 when a problem would keep a router from
 serving (warnings alone exit 0).
 
 Flags:
   --entryPoints=a,b          entry points that exist (default: every one a router names)
-  --exposedByDefault=false   as the Docker and Consul providers' option: skip what lacks traefik.enable=true
+  --exposedByDefault=false   as the Docker, Swarm and Consul providers' option: skip what lacks traefik.enable=true
   --prefix=traefik           the Consul Catalog tag prefix
 `
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
 	"github.com/tollgate-proxy/tollgate/provider/docker"
+	"github.com/tollgate-proxy/tollgate/provider/swarm"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
 
@@ -47,6 +49,11 @@ type view struct {
 // Merge, the compiler. noun is check's word for a skipped input of each
 // provider (the only thing check adds to a build problem's message).
 func providerView(containers []docker.Container, instances []consulcatalog.Instance, opts Options) (view, []string) {
+	return providerViewWith(containers, instances, nil, opts)
+}
+
+// providerViewWith is providerView with the Swarm services of stack files.
+func providerViewWith(containers []docker.Container, instances []consulcatalog.Instance, services []swarm.Service, opts Options) (view, []string) {
 	v := view{Keys: map[string]string{}}
 	configs := map[string]*config.Dynamic{}
 	add := func(prov, noun string, res provider.Result) {
@@ -66,6 +73,9 @@ func providerView(containers []docker.Container, instances []consulcatalog.Insta
 	}
 	if len(containers) > 0 {
 		add(docker.Name, "container", docker.Build(containers, docker.Options{ExposedByDefault: opts.ExposedByDefault}))
+	}
+	if len(services) > 0 {
+		add(swarm.Name, swarmNoun, swarm.Build(services, swarm.Options{ExposedByDefault: opts.ExposedByDefault}))
 	}
 	if len(instances) > 0 {
 		prefix := opts.Prefix
@@ -189,9 +199,9 @@ func TestDifferentialLabelFiles(t *testing.T) {
 type composeFile struct {
 	Name     string `yaml:"name"`
 	Services map[string]struct {
-		Labels yaml.Node `yaml:"labels"`
-		Expose []string  `yaml:"expose"`
-		Ports  []string  `yaml:"ports"`
+		Labels yaml.Node   `yaml:"labels"`
+		Expose []string    `yaml:"expose"`
+		Ports  []yaml.Node `yaml:"ports"`
 	} `yaml:"services"`
 }
 
@@ -228,7 +238,17 @@ func composeContainers(t *testing.T, path string) []docker.Container {
 		}
 		lbls[docker.LabelComposeProject], lbls[docker.LabelComposeService] = project, name
 		var ports []docker.Port
-		for _, p := range append(svc.Expose, svc.Ports...) {
+		listed := slices.Clone(svc.Expose)
+		for _, p := range svc.Ports {
+			if target := p.Value; p.Kind == yaml.MappingNode {
+				var long struct{ Target string }
+				_ = p.Decode(&long)
+				listed = append(listed, long.Target)
+			} else {
+				listed = append(listed, target)
+			}
+		}
+		for _, p := range listed {
 			p = p[strings.LastIndex(p, ":")+1:]
 			n, err := strconv.Atoi(p)
 			if err != nil {
@@ -242,36 +262,21 @@ func composeContainers(t *testing.T, path string) []docker.Container {
 	return out
 }
 
+// Compose and stack files: their labels are containers of the Docker
+// provider, their deploy.labels services of the Swarm provider.
 func TestDifferentialComposeFiles(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(goldenDir, "compose-*.yml"))
-	files = append(files, filepath.Join("..", "docker-compose.yml"))
+	stacks, _ := filepath.Glob(filepath.Join(goldenDir, "stack-*.yml"))
+	files = append(append(files, stacks...), filepath.Join("..", "docker-compose.yml"), filepath.Join("..", "examples", "swarm", "stack.yml"))
 	for _, path := range files {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			for _, opts := range []Options{DefaultOptions(), {ExposedByDefault: false, Prefix: "traefik"}} {
-				want, eps := providerView(composeContainers(t, path), nil, opts)
-				// Check's own finding about the file, not about a label: Swarm
-				// deploy.labels are not read by the Docker provider.
-				got := checkViewWithout(t, path, opts, eps, "deploy.labels are Swarm service labels")
-				sameViews(t, want, got)
+				want, eps := providerViewWith(composeContainers(t, path), nil, stackServices(t, path), opts)
+				opts.EntryPoints = eps
+				sameViews(t, want, checkView(t, []string{path}, opts))
 			}
 		})
 	}
-}
-
-// checkViewWithout is checkView minus check's own findings about the file
-// layout (message prefix skip).
-func checkViewWithout(t *testing.T, path string, opts Options, eps []string, skip string) view {
-	t.Helper()
-	opts.EntryPoints = eps
-	v := checkView(t, []string{path}, opts)
-	kept := v.Findings[:0]
-	for _, f := range v.Findings {
-		if !strings.HasPrefix(f.Message, skip) {
-			kept = append(kept, f)
-		}
-	}
-	v.Findings = kept
-	return v
 }
 
 // definition is one Consul service definition (the agent's format).

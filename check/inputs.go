@@ -72,7 +72,8 @@ func (c *checker) labelFile(path, content string) {
 // container of the Docker provider, as compose creates it: its `labels`
 // (list or map form) plus compose's project and service labels, the ports
 // it lists under expose and ports, and the service name as its address on
-// the project network.
+// the project network. A service's deploy.labels make it a Swarm service
+// too (stackService).
 func (c *checker) compose(path string, doc *yaml.Node) {
 	root := docRoot(doc)
 	project := composeProject(path, root)
@@ -83,19 +84,11 @@ func (c *checker) compose(path string, doc *yaml.Node) {
 	}
 	for i := 0; i+1 < len(services.Content); i += 2 {
 		name, svc := services.Content[i].Value, services.Content[i+1]
+		c.stackService(path, project, root, name, services.Content[i].Line, svc) // deploy.labels: swarm.go
 		ls, err := composeLabels(mapGet(svc, "labels"))
 		if err != nil {
 			c.add(Problem{File: path, Line: services.Content[i].Line, Service: name, Severity: SeverityError, DisablesRouter: true, Message: err.Error()})
 			continue
-		}
-		if deploy := mapGet(svc, "deploy"); deploy != nil {
-			dls, _ := composeLabels(mapGet(deploy, "labels"))
-			for _, l := range dls {
-				if strings.HasPrefix(strings.ToLower(l.key), "traefik.") {
-					c.add(Problem{File: path, Line: l.line, Service: name, Key: l.key, Severity: SeverityWarning,
-						Message: "deploy.labels are Swarm service labels: the Docker provider reads container labels (move it to labels)"})
-				}
-			}
 		}
 		o := origin{file: path, fileIdx: c.files, service: name, line: services.Content[i].Line}
 		extra := map[string]string{docker.LabelComposeProject: project, docker.LabelComposeService: name}

@@ -65,6 +65,18 @@ type TCPServersLoadBalancer struct {
 	// without limit.
 	TerminationDelay *int            `json:"terminationDelay,omitempty" toml:"terminationDelay,omitempty" yaml:"terminationDelay,omitempty" export:"true"`
 	HealthCheck      *TCPHealthCheck `json:"healthCheck,omitempty" toml:"healthCheck,omitempty" yaml:"healthCheck,omitempty" export:"true"`
+	// Queue is where connections wait when every server is at its maxConn
+	// (a tollgate extension). Without it, a capped service queues up to
+	// 100 connections for up to 5 s.
+	Queue *TCPQueue `json:"queue,omitempty" toml:"queue,omitempty" yaml:"queue,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+}
+
+// TCPQueue bounds the wait for a server slot: at most MaxSize connections
+// wait (0: none does; a connection over the caps is refused at once), each
+// for at most Timeout.
+type TCPQueue struct {
+	MaxSize *int     `json:"maxSize,omitempty" toml:"maxSize,omitempty" yaml:"maxSize,omitempty" export:"true"`
+	Timeout Duration `json:"timeout,omitempty" toml:"timeout,omitempty" yaml:"timeout,omitempty" export:"true"`
 }
 
 // Mergeable reports whether lb and other describe the same load balancer apart
@@ -89,6 +101,10 @@ const DefaultTerminationDelayMillis = 100
 type TCPServer struct {
 	Address string `json:"address,omitempty" toml:"address,omitempty" yaml:"address,omitempty" label:"-"`
 	Port    string `json:"-" toml:"-" yaml:"-" file:"-"`
+	// MaxConn caps the connections open to this server at once (HAProxy's
+	// maxconn; a tollgate extension); over the cap, a connection waits in
+	// the service's queue. 0 means no cap.
+	MaxConn int `json:"maxConn,omitempty" toml:"maxConn,omitempty,omitzero" yaml:"maxConn,omitempty" export:"true"`
 }
 
 // ProxyProtocol selects the PROXY protocol version sent to servers (1 or 2).
@@ -199,9 +215,24 @@ func (s *TCPService) Validate() error {
 		if lb.ProxyProtocol != nil && lb.ProxyProtocol.Version != 1 && lb.ProxyProtocol.Version != 2 {
 			return FieldErrorf("loadBalancer.proxyProtocol.version", "proxyProtocol.version %d is not supported: use 1 or 2", lb.ProxyProtocol.Version)
 		}
+		capped := false
 		for i, srv := range lb.Servers {
 			if srv.Address == "" {
 				return FieldErrorf(fmt.Sprintf("loadBalancer.servers[%d]", i), "servers[%d] has no address", i)
+			}
+			if srv.MaxConn < 0 {
+				return FieldErrorf(fmt.Sprintf("loadBalancer.servers[%d].maxConn", i), "servers[%d].maxConn %d is negative: use 0 (no cap) or more", i, srv.MaxConn)
+			}
+			capped = capped || srv.MaxConn > 0
+		}
+		if q := lb.Queue; q != nil {
+			switch {
+			case q.MaxSize != nil && *q.MaxSize < 0:
+				return FieldErrorf("loadBalancer.queue.maxSize", "queue.maxSize %d is negative", *q.MaxSize)
+			case q.Timeout < 0:
+				return FieldErrorf("loadBalancer.queue.timeout", "queue.timeout %s is negative", q.Timeout)
+			case !capped && len(lb.Servers) > 0:
+				return FieldErrorf("loadBalancer.queue", "queue is set but no server has a maxConn: connections only wait for a server at its cap (set servers[].maxConn)")
 			}
 		}
 	}

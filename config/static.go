@@ -126,6 +126,7 @@ type Providers struct {
 	Docker                    *DockerProvider        `description:"Enable the Docker provider." json:"docker,omitempty" toml:"docker,omitempty" yaml:"docker,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	ConsulCatalog             *ConsulCatalogProvider `description:"Enable the Consul Catalog provider." json:"consulCatalog,omitempty" toml:"consulCatalog,omitempty" yaml:"consulCatalog,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	KubernetesCRD             *KubernetesCRDProvider `description:"Enable the Kubernetes CRD provider (MiddlewareTCP, IngressRouteTCP)." json:"kubernetesCRD,omitempty" toml:"kubernetesCRD,omitempty" yaml:"kubernetesCRD,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	Swarm                     *SwarmProvider         `description:"Enable the Docker Swarm provider (labels of Swarm services)." json:"swarm,omitempty" toml:"swarm,omitempty" yaml:"swarm,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 }
 
 // DefaultThrottle is the default providersThrottleDuration: compiling is cheap,
@@ -163,6 +164,30 @@ func (d *DockerProvider) SetDefaults() {
 	d.ExposedByDefault = true
 	d.Watch = true
 	d.RefreshInterval = Duration(30 * time.Second)
+}
+
+// SwarmProvider configures the Docker Swarm provider: Traefik v3's
+// providers.swarm options. It reads a Swarm manager's services (their
+// labels, not their containers'), wakes on the engine's events and polls
+// every RefreshSeconds as a safety net.
+type SwarmProvider struct {
+	Endpoint           string   `description:"Docker server endpoint of a Swarm manager (unix:// or tcp://); DOCKER_HOST when empty." json:"endpoint,omitempty" toml:"endpoint,omitempty" yaml:"endpoint,omitempty" export:"true"`
+	ExposedByDefault   bool     `description:"Expose services by default (else only those with traefik.enable=true)." json:"exposedByDefault,omitempty" toml:"exposedByDefault,omitempty" yaml:"exposedByDefault,omitempty" export:"true"`
+	Network            string   `description:"Default network used to reach the tasks (its full name: <stack>_<network> for a stack's)." json:"network,omitempty" toml:"network,omitempty" yaml:"network,omitempty" export:"true"`
+	Constraints        string   `description:"Constraints expression over service labels (Label, LabelRegex, &&, ||, !)." json:"constraints,omitempty" toml:"constraints,omitempty" yaml:"constraints,omitempty" export:"true"`
+	Watch              bool     `description:"Watch the engine's service, node and task container events (else poll every refreshSeconds only)." json:"watch,omitempty" toml:"watch,omitempty" yaml:"watch,omitempty" export:"true"`
+	RefreshSeconds     Duration `description:"Full resync period, the safety net besides events; 0 for none." json:"refreshSeconds,omitempty" toml:"refreshSeconds,omitempty" yaml:"refreshSeconds,omitempty" export:"true"`
+	AllowEmptyServices bool     `description:"Keep services that have no running task (with no servers)." json:"allowEmptyServices,omitempty" toml:"allowEmptyServices,omitempty" yaml:"allowEmptyServices,omitempty" export:"true"`
+	HTTPClientTimeout  Duration `description:"Timeout of each request to the engine (not of the event stream); 0 for the default of 10s." json:"httpClientTimeout,omitempty" toml:"httpClientTimeout,omitempty" yaml:"httpClientTimeout,omitempty" export:"true"`
+}
+
+// SetDefaults mirrors Traefik v3's Swarm provider defaults (refreshSeconds
+// 15 s), with the endpoint left to DOCKER_HOST or the default socket.
+func (s *SwarmProvider) SetDefaults() {
+	s.Endpoint = ""
+	s.ExposedByDefault = true
+	s.Watch = true
+	s.RefreshSeconds = Duration(15 * time.Second)
 }
 
 // ConsulCatalogProvider configures the Consul Catalog provider.

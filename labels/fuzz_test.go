@@ -20,9 +20,9 @@ func parseBlob(s string) map[string]string {
 	return m
 }
 
-// FuzzDecode checks that no label set panics Decode or DecodeKnobs, that every
-// error is an *Error naming a label of the input (or no label at all), and
-// that a successful result serialises.
+// FuzzDecode checks that no label set panics Decode, DecodeKnobs or
+// DecodeSwarmKnobs, that every error is an *Error naming a label of the
+// input (or no label at all), and that a successful result serialises.
 func FuzzDecode(f *testing.F) {
 	inputs, _ := filepath.Glob(filepath.Join(goldenDir, "*.labels"))
 	for _, in := range inputs {
@@ -36,6 +36,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add("traefik.tcp.middlewares.x.inflightconn=true\ntraefik.tcp.middlewares.x.inflightconn.amount=3")
 	f.Add("traefik.tcp.routers.r.entrypoints[0]=a\ntraefik.tcp.services.s.loadbalancer.servers[0].port=1")
 	f.Add("Traefik.tcp.routers.r.rule=a\ntraefik.tcp.routers.r.rule=b")
+	f.Add("traefik.swarm.network=n\ntraefik.swarm.lbswarm=true\ntraefik.docker.network=m")
+	f.Add("traefik.docker.lbswarm=yes\ntraefik.Swarm.Network=x")
 	f.Fuzz(func(t *testing.T, blob string) {
 		m := parseBlob(blob)
 		check := func(what string, err error) {
@@ -65,5 +67,12 @@ func FuzzDecode(f *testing.F) {
 		}
 		_, err = DecodeKnobs(m)
 		check("DecodeKnobs", err)
+		k, err := DecodeSwarmKnobs(m)
+		check("DecodeSwarmKnobs", err)
+		for _, d := range k.Deprecated {
+			if _, ok := m[d]; !ok {
+				t.Fatalf("DecodeSwarmKnobs: deprecated label %q is not in the input", d)
+			}
+		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func decodeForGolden(m map[string]string) goldenResult {
 	k, err := DecodeKnobs(m)
 	if err != nil {
 		res.KnobsError = err.Error()
-	} else if k != (Knobs{}) {
+	} else if !reflect.DeepEqual(k, Knobs{}) {
 		res.Knobs = &k
 	}
 	return res

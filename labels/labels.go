@@ -1,7 +1,7 @@
-// Package labels decodes Traefik-style `traefik.tcp.*` labels (Docker) and tags
-// (Consul, normalised to the same map shape by TagsToLabels) into dynamic
-// configuration, and the provider knobs (`traefik.enable`,
-// `traefik.docker.*`) into Knobs.
+// Package labels decodes Traefik-style `traefik.tcp.*` labels (Docker
+// containers, Swarm services) and tags (Consul, normalised to the same map
+// shape by TagsToLabels) into dynamic configuration, and the provider knobs
+// (`traefik.enable`, `traefik.docker.*`, `traefik.swarm.*`) into Knobs.
 //
 // Decoding goes through paerser with explicit filters, so labels outside the
 // `traefik.tcp.` (or knob) keys, such as `com.docker.compose.project` or
@@ -71,6 +71,10 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// KeyValue returns the label at fault, as written, and what is wrong with it
+// (provider.KeyError).
+func (e *Error) KeyValue() (key, value string, cause error) { return e.Key, e.Value, e.Err }
+
 // Decode decodes the `traefik.tcp.` labels in m into a configuration with bare
 // resource names. Labels outside that prefix are ignored; when there are none,
 // the result has a nil TCP section. m is not modified. The error is an *Error
@@ -110,6 +114,16 @@ type Knobs struct {
 	// routers, services and middlewares (without a server) while it is not
 	// running.
 	AllowNonRunning bool `json:"allowNonRunning,omitempty"`
+	// LBSwarm is traefik.swarm.lbswarm (Swarm services only): route to the
+	// service's virtual IP instead of its tasks' addresses.
+	LBSwarm bool `json:"lbSwarm,omitempty"`
+	// NetworkLabel is the label Network was read from, as written; empty
+	// when Network is.
+	NetworkLabel string `json:"-"`
+	// Deprecated lists, as written, the traefik.docker. labels of a Swarm
+	// service (DecodeSwarmKnobs): Traefik v3 still reads them there, with a
+	// warning to use traefik.swarm.
+	Deprecated []string `json:"-"`
 }
 
 // knobLabels is the paerser shape of the knob labels.
@@ -121,7 +135,8 @@ type knobLabels struct {
 type dockerKnobs struct {
 	Network         *string
 	AllowNonRunning bool
-	// LBSwarm is accepted (Traefik users set it on Swarm) and ignored.
+	// LBSwarm is accepted on a container and ignored there; on a Swarm
+	// service (DecodeSwarmKnobs) it is traefik.swarm.lbswarm, deprecated.
 	LBSwarm bool
 }
 
@@ -144,10 +159,78 @@ func DecodeKnobs(m map[string]string) (Knobs, error) {
 	if kl.Docker != nil {
 		if kl.Docker.Network != nil {
 			k.Network = *kl.Docker.Network
+			k.NetworkLabel = written(orig, Root+".docker.network")
 		}
 		k.AllowNonRunning = kl.Docker.AllowNonRunning
 	}
 	return k, nil
+}
+
+// swarmKnobLabels is the paerser shape of a Swarm service's knob labels.
+type swarmKnobLabels struct {
+	Enable *bool
+	Docker *dockerKnobs
+	Swarm  *swarmKnobs
+}
+
+type swarmKnobs struct {
+	Network *string
+	LBSwarm bool
+}
+
+// DecodeSwarmKnobs decodes `traefik.enable` and the `traefik.swarm.` labels
+// (network, lbswarm) of a Swarm service, as Traefik v3's Swarm provider
+// reads them. Like Traefik, it also reads `traefik.docker.network` and
+// `traefik.docker.lbswarm` there (listed in Knobs.Deprecated), and refuses
+// a service that has both `traefik.docker.` and `traefik.swarm.` labels.
+// Other labels are ignored. An unknown key or a malformed value is an
+// *Error naming the label.
+func DecodeSwarmKnobs(m map[string]string) (Knobs, error) {
+	sel, orig, err := selectLabels(m, func(k string) bool {
+		return strings.EqualFold(k, Root+".enable") || hasPrefixFold(k, Root+".docker.") || hasPrefixFold(k, Root+".swarm.")
+	})
+	if err != nil || len(sel) == 0 {
+		return Knobs{}, err
+	}
+	var kl swarmKnobLabels
+	if err := decodeNamed(sel, orig, func() any { return &swarmKnobLabels{} }, &kl); err != nil {
+		return Knobs{}, err
+	}
+	var docker []string
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
+		if hasPrefixFold(k, Root+".docker.") {
+			docker = append(docker, orig[k])
+		}
+	}
+	k := Knobs{Enable: kl.Enable}
+	switch {
+	case kl.Docker != nil && kl.Swarm != nil:
+		return Knobs{}, &Error{Key: docker[0], Value: m[docker[0]],
+			Err: errors.New("both traefik.docker. and traefik.swarm. labels are set on this Swarm service: keep the traefik.swarm. ones")}
+	case kl.Docker != nil:
+		k.Deprecated = docker
+		k.LBSwarm = kl.Docker.LBSwarm
+		if kl.Docker.Network != nil {
+			k.Network, k.NetworkLabel = *kl.Docker.Network, written(orig, Root+".docker.network")
+		}
+	case kl.Swarm != nil:
+		k.LBSwarm = kl.Swarm.LBSwarm
+		if kl.Swarm.Network != nil {
+			k.Network, k.NetworkLabel = *kl.Swarm.Network, written(orig, Root+".swarm.network")
+		}
+	}
+	return k, nil
+}
+
+// written returns the label selected as key (any case after the root), as
+// written.
+func written(orig map[string]string, key string) string {
+	for k, w := range orig {
+		if strings.EqualFold(k, key) {
+			return w
+		}
+	}
+	return key
 }
 
 // selectLabels copies the labels of m that keep accepts, with the root

@@ -9,6 +9,7 @@ package provider
 // providers' own Build functions (ARCHITECTURE.md).
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -306,4 +307,127 @@ func MergeSources(sources []Source) (*config.TCPConfiguration, []Problem, map[Re
 		})
 	}
 	return out, problems, definedBy
+}
+
+// KeyError is a decoding error that names the key at fault, as written on
+// the input, and its value (labels.Error is one).
+type KeyError interface {
+	error
+	KeyValue() (key, value string, cause error)
+}
+
+// LabelProblem turns a label decoding error into a problem naming the label
+// (KeyLabel), or carrying the error alone when no single label is to blame.
+// The caller fills in the input (Source, SourceID) and the severity.
+func LabelProblem(err error) Problem {
+	var ke KeyError
+	if !errors.As(err, &ke) {
+		return Problem{Message: err.Error()}
+	}
+	key, value, cause := ke.KeyValue()
+	if key == "" || cause == nil {
+		return Problem{Message: ke.Error()}
+	}
+	return Problem{Key: key, Value: value, KeyKind: KeyLabel, Message: cause.Error()}
+}
+
+// BuildTCPServiceConfiguration gives one input's own configuration (src.TCP,
+// modified in place) its servers, as Traefik's function of that name does
+// for labels: an input that defines routers but no service gets one named
+// auto (Normalize its name first); every service must be a load balancer
+// (weighted services cannot be declared in labels or tags); the servers of
+// each, in name order, are what servers returns for its name and the port
+// its `...loadbalancer.server.port` key gave ("" when it has none), which
+// replace whatever the keys put there. servers returns nil for a service
+// that is kept without servers (nothing running). The first service that
+// fails is returned as a problem about it (Resource and Message set): the
+// caller then leaves the whole input out.
+func BuildTCPServiceConfiguration(src Source, auto string, servers func(service, port string) ([]config.TCPServer, error)) *Problem {
+	tcp := src.TCP
+	if tcp == nil || (len(tcp.Routers) == 0 && len(tcp.Services) == 0) {
+		return nil
+	}
+	if len(tcp.Services) == 0 {
+		tcp.Services = map[string]*config.TCPService{auto: {LoadBalancer: &config.TCPServersLoadBalancer{}}}
+	}
+	for _, name := range slices.Sorted(maps.Keys(tcp.Services)) {
+		svc := tcp.Services[name]
+		if svc == nil || svc.LoadBalancer == nil {
+			return &Problem{Resource: Resource{KindService, name},
+				Message: fmt.Sprintf("service %q has no loadBalancer (weighted services cannot be declared in labels)", name)}
+		}
+		lb := svc.LoadBalancer
+		var labelled config.TCPServer // the labels' server: its port, its maxConn
+		if len(lb.Servers) > 0 {
+			labelled = lb.Servers[0]
+		}
+		list, err := servers(name, labelled.Port)
+		if err != nil {
+			return &Problem{Resource: Resource{KindService, name}, Message: fmt.Sprintf("service %q: %v", name, err)}
+		}
+		for i := range list {
+			list[i].MaxConn = labelled.MaxConn
+		}
+		lb.Servers = list
+	}
+	return nil
+}
+
+// BuildInputs is a label provider's Build around its per-input build: it
+// builds each input, in the order cmp sorts a copy of them into, with
+// build, which returns the input's own configuration (nil TCP when it
+// contributes nothing) and its problems, then merges them (MergeResult).
+// inputs is not modified.
+func BuildInputs[T any](inputs []T, cmp func(a, b T) int, build func(T) (Source, []Problem)) Result {
+	sorted := slices.Clone(inputs)
+	slices.SortStableFunc(sorted, cmp)
+	var (
+		problems []Problem
+		sources  []Source
+	)
+	for _, in := range sorted {
+		src, probs := build(in)
+		problems = append(problems, probs...)
+		if src.TCP != nil {
+			sources = append(sources, src)
+		}
+	}
+	return MergeResult(sources, problems)
+}
+
+// MergeResult is the end of a label provider's build: it merges the inputs'
+// configurations (MergeSources) and returns them with problems (the inputs'
+// own, then the conflicts). The configuration is nil when nothing remains,
+// and each of its sections (routers, services, middlewares) is nil when empty.
+func MergeResult(sources []Source, problems []Problem) Result {
+	out, conflicts, definedBy := MergeSources(sources)
+	res := Result{Problems: append(problems, conflicts...), DefinedBy: definedBy}
+	if len(out.Routers) == 0 && len(out.Services) == 0 && len(out.Middlewares) == 0 {
+		return res
+	}
+	if len(out.Routers) == 0 {
+		out.Routers = nil
+	}
+	if len(out.Services) == 0 {
+		out.Services = nil
+	}
+	if len(out.Middlewares) == 0 {
+		out.Middlewares = nil
+	}
+	res.Configuration = &config.Dynamic{TCP: out}
+	return res
+}
+
+// Split renders the problems one line each as a provider's Message carries
+// them: the errors (Message.Problems) apart from the warnings
+// (Message.Warnings). Both are nil when empty.
+func (r Result) Split() (problems, warnings []string) {
+	for _, p := range r.Problems {
+		if p.Severity == SeverityWarning {
+			warnings = append(warnings, p.String())
+		} else {
+			problems = append(problems, p.String())
+		}
+	}
+	return problems, warnings
 }

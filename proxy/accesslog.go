@@ -63,7 +63,7 @@ func (rc *rconn) observe() {
 			Str("entrypoint", c.EntryPoint).
 			Str("router", c.Router).
 			Str("service", rc.lb.name).
-			Str("server", rc.lb.servers[rc.srv].address).
+			Str("server", rc.srv.address).
 			Str("client_ip", c.Client.Addr().String()).
 			Uint16("client_port", c.Client.Port()).
 			Float64("duration_ms", float64(d.Microseconds())/1e3).

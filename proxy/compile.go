@@ -108,6 +108,7 @@ type compiler struct {
 	mws      map[string]tcp.Middleware // built, enabled middlewares
 	svcs     map[string]tcp.Handler    // built, enabled services
 	building map[string]bool           // services being built (weighted cycles)
+	capped   []*capacity               // capped services of this configuration
 }
 
 func (c *compiler) middleware(name string) {
@@ -235,7 +236,11 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 			info.addFieldError(err)
 			return nil
 		}
-		ups = c.st.health.acquire(name, spec, addrs, h.log)
+		var onUp func()
+		if capped(lb) {
+			onUp = c.st.capacity(name).kick // a server back UP takes waiting connections
+		}
+		ups = c.st.health.acquire(name, spec, addrs, h.log, onUp)
 	}
 	info.ServerStatus = map[string]string{}
 	for i, s := range lb.Servers {
@@ -248,6 +253,11 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 	}
 	if len(h.servers) == 0 {
 		info.addWarning("loadBalancer.servers", "service has no servers: its connections are closed")
+	}
+	if capped(lb) {
+		h.cap = c.st.capacity(name)
+		h.cap.update(h.servers, lb)
+		c.capped = append(c.capped, h.cap)
 	}
 	return h
 }

@@ -130,6 +130,7 @@ type healthService struct {
 // stopped by halt.
 type healthTarget struct {
 	up     *atomic.Bool // shared with compiled servers; survives restarts
+	onUp   atomic.Pointer[func()]
 	spec   healthSpec
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -140,7 +141,9 @@ type healthTarget struct {
 // same spec is kept, one with another spec is restarted with its state, a new
 // server starts UP and is probed at once, and a server no longer listed stops
 // being checked.
-func (r *healthRegistry) acquire(service string, spec healthSpec, addrs []string, log zerolog.Logger) []*atomic.Bool {
+//
+// onUp, when not nil, is called when a server comes back UP.
+func (r *healthRegistry) acquire(service string, spec healthSpec, addrs []string, log zerolog.Logger, onUp func()) []*atomic.Bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.services == nil {
@@ -178,6 +181,11 @@ func (r *healthRegistry) acquire(service string, spec healthSpec, addrs []string
 				target, _ := spec.target(addr) // loadBalancer validated it
 				t.start(target, log.With().Str("server", addr).Logger())
 			}
+		}
+		if onUp != nil {
+			t.onUp.Store(&onUp)
+		} else {
+			t.onUp.Store(nil)
 		}
 		ups[i] = t.up
 	}
@@ -272,6 +280,9 @@ func (t *healthTarget) run(ctx context.Context, target string, log zerolog.Logge
 		if t.up.Swap(up) != up {
 			if up {
 				log.Info().Msg("server is UP: health check passed")
+				if f := t.onUp.Load(); f != nil {
+					(*f)()
+				}
 			} else {
 				log.Warn().Err(err).Msg("server is DOWN: health check failed; it gets no new connections")
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/provider"
 )
 
@@ -113,16 +114,7 @@ func dialFrom(t testing.TB, src, addr string) (net.Conn, bool) {
 }
 
 // ping writes one byte and waits up to 2 s for it to come back.
-func ping(c net.Conn) bool {
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	defer func() { _ = c.SetDeadline(time.Time{}) }()
-	if _, err := c.Write([]byte{'x'}); err != nil {
-		return false
-	}
-	var b [1]byte
-	_, err := io.ReadFull(c, b[:])
-	return err == nil && b[0] == 'x'
-}
+func ping(c net.Conn) bool { return itest.Echoes(c) }
 
 // holdN opens n connections from src and returns the forwarded ones.
 func holdN(t testing.TB, n int, src, addr string) []net.Conn {
@@ -137,22 +129,12 @@ func holdN(t testing.TB, n int, src, addr string) []net.Conn {
 	return held
 }
 
-func closeAll(cs []net.Conn) {
-	for _, c := range cs {
-		_ = c.Close()
-	}
-}
+func closeAll(cs []net.Conn) { itest.CloseAll(cs) }
 
-// waitFor polls cond every 5 ms for up to 5 s.
+// waitFor polls cond for up to 5 s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	itest.Eventually(t, 5*time.Second, cond, "timed out waiting for %s", what)
 }
 
 func lbConfig(addrs ...string) *config.TCPService {

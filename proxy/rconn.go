@@ -43,8 +43,9 @@ type rconn struct {
 
 	// the service
 	lb       *loadBalancer
-	first    int // the server tried first
-	srv      int // the server dialled
+	first    *server    // the server tried first
+	srv      *server    // the server dialled
+	capSlot  *capServer // the capped server slot held, when lb.cap is set
 	attempt  int
 	began    time.Time
 	up, dn   direction // client -> backend, backend -> client
@@ -58,6 +59,7 @@ type connState uint8
 const (
 	stateRouting   connState = iota // accepted; in the router's chain
 	statePreroute                   // reading the PROXY header / ClientHello
+	stateQueued                     // waiting for a capped server's slot
 	stateResolving                  // looking up a backend host name
 	stateDialing                    // connecting to the backend
 	stateProxying                   // copying both ways
@@ -95,6 +97,7 @@ func (rc *rconn) Refuse(gently bool) {
 		rc.cfd = -1
 	}
 	rc.closeBackend()
+	rc.releaseSlot()
 	rc.state = stateDone
 	rc.l.arm(rc, 0)
 	rc.l.release(rc)
@@ -106,6 +109,18 @@ func (rc *rconn) LocalAddr() netip.AddrPort {
 		return netip.AddrPort{}
 	}
 	return localAddrOf(rc.cfd)
+}
+
+// Later runs run on the loop if the connection still waits in its router's
+// chain, else dropped (tcp.Socket).
+func (rc *rconn) Later(run, dropped func()) {
+	rc.l.post(func(*loop) {
+		if rc.state == stateRouting {
+			run()
+		} else if dropped != nil {
+			dropped()
+		}
+	})
 }
 
 func (rc *rconn) releaseHeld() {
@@ -170,6 +185,12 @@ func (rc *rconn) event(tag int, ev uint32) {
 		if tag == tagClient {
 			rc.noteClient(ev)
 		}
+	case stateQueued:
+		rc.noteClient(ev)
+		if ev&(unix.EPOLLHUP|unix.EPOLLERR) != 0 { // the client is gone: it waits no more
+			rc.lb.cap.leave(rc) // if a slot is on its way, dequeued gives it back
+			rc.end(true)
+		}
 	}
 }
 
@@ -204,6 +225,8 @@ func (rc *rconn) timeout() {
 	switch rc.state {
 	case statePreroute:
 		rc.prerouteTimeout()
+	case stateQueued:
+		rc.queueTimeout()
 	case stateDialing, stateResolving:
 		rc.dialFailed(unix.ETIMEDOUT)
 	case stateProxying:
@@ -217,6 +240,9 @@ func (rc *rconn) timeout() {
 func (rc *rconn) abort() {
 	switch rc.state {
 	case stateProxying, stateDialing, stateResolving:
+		rc.end(true)
+	case stateQueued:
+		rc.lb.cap.leave(rc)
 		rc.end(true)
 	case statePreroute, stateRouting:
 		rc.c.Reject()
@@ -449,12 +475,38 @@ func (rc *rconn) route(payload []byte) {
 // The service.
 
 // startService dials one of lb's servers for the connection (the load
-// balancer's ServeTCP, on the loop).
+// balancer's ServeTCP, on the loop). With capped servers it takes a slot
+// first, or waits in the service's queue for one.
 func (rc *rconn) startService(lb *loadBalancer) {
 	rc.lb = lb
 	rc.delay = int64(lb.delay)
 	if lb.obs != nil {
 		rc.began = time.Now()
+	}
+	if cp := lb.cap; cp != nil {
+		s, queued := cp.admit(rc)
+		switch {
+		case s != nil:
+			rc.capSlot = s
+			rc.first = &s.srv
+			rc.dial(&s.srv)
+		case queued:
+			rc.state = stateQueued
+			if !rc.registerClient() {
+				if cp.leave(rc) {
+					rc.c.Reject()
+				}
+				return
+			}
+			cp.mu.Lock()
+			timeout := cp.timeout
+			cp.mu.Unlock()
+			rc.l.arm(rc, rc.l.mono()+int64(timeout))
+		default:
+			cp.full.Add(1)
+			rc.refuseQueue(cp, "its queue is full")
+		}
+		return
 	}
 	idx := lb.pick()
 	if idx < 0 {
@@ -462,13 +514,56 @@ func (rc *rconn) startService(lb *loadBalancer) {
 		rc.c.Refuse(true)
 		return
 	}
-	rc.first = idx
-	rc.dial(idx)
+	rc.first = &lb.servers[idx]
+	rc.dial(rc.first)
 }
 
-func (rc *rconn) dial(idx int) {
-	srv := &rc.lb.servers[idx]
-	rc.srv = idx
+// dequeued hands a queued connection the slot s (on its loop).
+func (rc *rconn) dequeued(cp *capacity, s *capServer) {
+	if rc.state != stateQueued { // it left the queue meanwhile (timed out, closed)
+		cp.release(s)
+		return
+	}
+	rc.capSlot = s
+	rc.first = &s.srv
+	rc.l.arm(rc, 0)
+	rc.dial(&s.srv)
+}
+
+// queueTimeout ends a connection that waited too long for a slot.
+func (rc *rconn) queueTimeout() {
+	cp := rc.lb.cap
+	if !cp.leave(rc) {
+		return // a slot is on its way
+	}
+	cp.expired.Add(1)
+	rc.refuseQueue(cp, "it waited the queue timeout")
+}
+
+// refuseQueue closes a connection a capped service could not take: gently
+// (the backend's capacity, not the client, is the reason), logged at a
+// bounded rate.
+func (rc *rconn) refuseQueue(cp *capacity, why string) {
+	lb := rc.lb
+	if ok, suppressed := cp.log.Allow(ratelog.String(why)); ok {
+		ev := lb.log.Warn().Str("service", lb.name).Str("router", rc.c.Router).Str("client_ip", rc.c.Client.Addr().String())
+		if suppressed > 0 {
+			ev = ev.Uint64("suppressed", suppressed)
+		}
+		ev.Msg("Connection refused: every server of the service is at its maxConn and " + why)
+	}
+	rc.c.Refuse(true)
+}
+
+func (rc *rconn) releaseSlot() {
+	if rc.capSlot != nil {
+		rc.lb.cap.release(rc.capSlot)
+		rc.capSlot = nil
+	}
+}
+
+func (rc *rconn) dial(srv *server) {
+	rc.srv = srv
 	if !rc.registerClient() {
 		rc.c.Reject()
 		return
@@ -538,7 +633,8 @@ func (rc *rconn) resolve(srv *server) {
 func (rc *rconn) dialFailed(err error) {
 	lb := rc.lb
 	rc.closeBackend()
-	addr := lb.servers[rc.srv].address
+	rc.releaseSlot()
+	addr := rc.srv.address
 	lb.counters.DialErrors.Add(1)
 	if ok, suppressed := lb.counters.dialLog.Allow(ratelog.String(addr)); ok {
 		ev := lb.log.Warn().Err(err).Str("service", lb.name).Str("server", addr).Str("router", rc.c.Router)
@@ -548,9 +644,21 @@ func (rc *rconn) dialFailed(err error) {
 		ev.Msg("backend dial failed")
 	}
 	if rc.attempt == 0 && len(lb.servers) > 1 {
-		if idx := lb.pick(); idx >= 0 && idx != rc.first {
-			rc.attempt = 1
-			rc.dial(idx)
+		rc.attempt = 1
+		if cp := lb.cap; cp != nil {
+			cp.mu.Lock()
+			s := cp.take()
+			cp.mu.Unlock()
+			if s != nil && &s.srv != rc.first {
+				rc.capSlot = s
+				rc.dial(&s.srv)
+				return
+			}
+			if s != nil {
+				cp.release(s)
+			}
+		} else if idx := lb.pick(); idx >= 0 && &lb.servers[idx] != rc.first {
+			rc.dial(&lb.servers[idx])
 			return
 		}
 	}
@@ -755,6 +863,7 @@ func (rc *rconn) end(failed bool) {
 		rc.cfd = -1
 	}
 	rc.closeBackend()
+	rc.releaseSlot()
 	for _, d := range []*direction{&rc.up, &rc.dn} {
 		if d.pipe != nil {
 			d.pipe.close() // it may hold bytes: not back to the pool

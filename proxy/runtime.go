@@ -71,6 +71,8 @@ type ServiceInfo struct {
 	ResourceStatus
 	UsedBy       []string          `json:"usedBy,omitempty"`
 	ServerStatus map[string]string `json:"serverStatus,omitempty"`
+	// Capacity is a capped service's live slots and queue (filled by the API).
+	Capacity *CapacityState `json:"capacity,omitempty"`
 }
 
 // MiddlewareInfo is a middleware's configuration with what compiling it found
@@ -118,8 +120,9 @@ type State struct {
 	routers  map[string]*atomic.Int64
 	log      zerolog.Logger
 
-	observers   ConnObservers // what closed connections report (accesslog.go)
-	routerStats routerStats   // per-router bytes and durations (metrics_conn.go)
+	capacities  map[string]*capacity // capped services' slots and queues (capacity.go)
+	observers   ConnObservers        // what closed connections report (accesslog.go)
+	routerStats routerStats          // per-router bytes and durations (metrics_conn.go)
 }
 
 // NewState returns empty state logging through log.

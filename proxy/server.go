@@ -118,6 +118,14 @@ func (s *Server) Apply(cfg *config.TCPConfiguration) *Runtime {
 	}
 	s.state.Limiters.Sweep(keep)
 	s.state.RateLimiters.Sweep(keepRate)
+	keepCaps := map[string]bool{}
+	for name, si := range rt.Services {
+		if si.TCPService != nil && si.LoadBalancer != nil && capped(si.LoadBalancer) {
+			keepCaps[name] = true
+		}
+	}
+	s.state.sweepCapacities(keepCaps)
+	s.state.kickCapacities()
 	s.reloads.Add(1)
 	s.lastReload.Store(time.Now().UnixNano())
 	for _, name := range sortedKeys(rt.Routers) {

@@ -62,6 +62,7 @@ type loadBalancer struct {
 	delay    time.Duration
 	ppVer    byte // PROXY protocol version to send; 0 for none
 	counters *ServiceCounters
+	cap      *capacity // nil unless a server has a maxConn
 	log      zerolog.Logger
 	obs      *connObserver // nil unless an access log or metrics observe connection ends
 }

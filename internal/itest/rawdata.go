@@ -52,6 +52,7 @@ type RawProvider struct {
 	State     string   `json:"state"`
 	LastError string   `json:"lastError"`
 	Problems  []string `json:"problems"`
+	Warnings  []string `json:"warnings"`
 }
 
 // GetRawdata reads /api/rawdata from the admin API at api.

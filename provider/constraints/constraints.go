@@ -81,6 +81,16 @@ func ParseLabels(expression string) (*Expr, error) {
 	return parse(expression, labelMatchers, "Label or LabelRegex", "Docker label")
 }
 
+// LabelMatcher is ParseLabels as the label providers (Docker, Swarm) use
+// it: a match function over labels, nil for no constraint.
+func LabelMatcher(expression string) (func(map[string]string) bool, error) {
+	e, err := ParseLabels(expression)
+	if err != nil || e == nil {
+		return nil, err
+	}
+	return e.MatchLabels, nil
+}
+
 // ParseTags parses a Consul Catalog constraints expression (Tag and
 // TagRegex). An empty or all-blank expression returns nil, nil: no
 // constraint. Errors name the expression and the byte offset of the problem.

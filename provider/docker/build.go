@@ -1,12 +1,12 @@
 package docker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -119,42 +119,9 @@ func optionsFrom(cfg *config.DockerProvider, match func(map[string]string) bool)
 // and middlewares of the same name must be identical. Anything else is
 // dropped with a problem naming every container that defined it.
 func Build(containers []Container, opts Options) provider.Result {
-	sorted := make([]Container, len(containers))
-	copy(sorted, containers)
-	sort.SliceStable(sorted, func(i, j int) bool {
-		if sorted[i].Name != sorted[j].Name {
-			return sorted[i].Name < sorted[j].Name
-		}
-		return sorted[i].ID < sorted[j].ID
-	})
-
-	var (
-		problems []provider.Problem
-		sources  []provider.Source
-	)
-	for _, c := range sorted {
-		src, probs := buildContainer(c, opts)
-		problems = append(problems, probs...)
-		if src.TCP != nil {
-			sources = append(sources, src)
-		}
-	}
-	out, conflicts, definedBy := provider.MergeSources(sources)
-	res := provider.Result{Problems: append(problems, conflicts...), DefinedBy: definedBy}
-	if len(out.Routers) == 0 && len(out.Services) == 0 && len(out.Middlewares) == 0 {
-		return res
-	}
-	if len(out.Routers) == 0 {
-		out.Routers = nil
-	}
-	if len(out.Services) == 0 {
-		out.Services = nil
-	}
-	if len(out.Middlewares) == 0 {
-		out.Middlewares = nil
-	}
-	res.Configuration = &config.Dynamic{TCP: out}
-	return res
+	return provider.BuildInputs(containers, func(a, b Container) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
+	}, func(c Container) (provider.Source, []provider.Problem) { return buildContainer(c, opts) })
 }
 
 // build is Build with the problems as the provider's Message carries them.
@@ -178,7 +145,7 @@ func buildContainer(c Container, opts Options) (provider.Source, []provider.Prob
 
 	knobs, err := labels.DecodeKnobs(c.Labels)
 	if err != nil {
-		return skip(labelProblem(err))
+		return skip(provider.LabelProblem(err))
 	}
 	enabled := opts.ExposedByDefault
 	if knobs.Enable != nil {
@@ -203,7 +170,7 @@ func buildContainer(c Container, opts Options) (provider.Source, []provider.Prob
 
 	conf, err := labels.Decode(c.Labels)
 	if err != nil {
-		return skip(labelProblem(err))
+		return skip(provider.LabelProblem(err))
 	}
 	tcp := conf.TCP
 	if tcp == nil || (len(tcp.Routers) == 0 && len(tcp.Services) == 0 && len(tcp.Middlewares) == 0) {
@@ -214,45 +181,20 @@ func buildContainer(c Container, opts Options) (provider.Source, []provider.Prob
 		return src, nil
 	}
 
-	if len(tcp.Services) == 0 {
-		tcp.Services = map[string]*config.TCPService{
-			serviceName(c): {LoadBalancer: &config.TCPServersLoadBalancer{}},
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(tcp.Services)) {
-		lb := tcp.Services[name].LoadBalancer
-		if lb == nil {
-			return skip(provider.Problem{Resource: provider.Resource{Kind: provider.KindService, Name: name},
-				Message: fmt.Sprintf("service %q has no loadBalancer (weighted services cannot be declared in labels)", name)})
-		}
-		var labelPort string
-		if len(lb.Servers) > 0 {
-			labelPort = lb.Servers[0].Port
-		}
-		lb.Servers = nil
+	servers := func(name, labelPort string) ([]config.TCPServer, error) {
 		if !withServer {
-			continue
+			return nil, nil
 		}
 		addr, err := serverAddress(c, knobs.Network, labelPort, opts)
 		if err != nil {
-			return skip(provider.Problem{Resource: provider.Resource{Kind: provider.KindService, Name: name},
-				Message: fmt.Sprintf("service %q: %v", name, err)})
+			return nil, err
 		}
-		lb.Servers = []config.TCPServer{{Address: addr}}
+		return []config.TCPServer{{Address: addr}}, nil
+	}
+	if p := provider.BuildTCPServiceConfiguration(src, serviceName(c), servers); p != nil {
+		return skip(*p)
 	}
 	return src, provider.BuildTCPRouterConfiguration(src, "container", labels.Root)
-}
-
-// labelProblem turns a label decoding error into a problem naming the label.
-func labelProblem(err error) provider.Problem {
-	var le *labels.Error
-	if !errors.As(err, &le) {
-		return provider.Problem{Message: err.Error()}
-	}
-	if le.Key == "" {
-		return provider.Problem{Message: le.Error()}
-	}
-	return provider.Problem{Key: le.Key, Value: le.Value, KeyKind: provider.KeyLabel, Message: le.Err.Error()}
 }
 
 // serverAddress picks the container's address for one service.

@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bufio"
 	"debug/elf"
 	"encoding/json"
 	"fmt"
@@ -85,20 +84,6 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// dialBanner connects to addr and returns the connection and the banner
-// line; an empty banner means tollgate closed the connection (rejected).
-func dialBanner(t *testing.T, addr string) (net.Conn, string) {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	line, _ := bufio.NewReader(c).ReadString('\n')
-	_ = c.SetReadDeadline(time.Time{})
-	return c, strings.TrimSpace(line)
-}
-
 // TestComposeDemo brings up the shipped docker-compose.yml (images built
 // offline from the static binaries and the Consul agent, as examples/build.sh
 // does), checks that each limit bites at its amount — the two Docker-labelled
@@ -108,7 +93,7 @@ func TestComposeDemo(t *testing.T) {
 		t.Skip("compose demo: slow")
 	}
 	testStart := time.Now()
-	needEngine(t)
+	itest.NeedDocker(t)
 	compose, err := composeCmd()
 	itest.Need(t, "docker compose", err)
 	consul, err := consulBinary()
@@ -146,7 +131,7 @@ func TestComposeDemo(t *testing.T) {
 	}
 
 	limited, guarded, registered, apiPort, consulPort := freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)
-	project := "tgit" + uniq()
+	project := "tgit" + itest.Uniq()
 	run := func(args ...string) string {
 		cmd := exec.Command(compose[0], append(append(compose[1:], "-p", project), args...)...)
 		cmd.Dir = dir
@@ -222,14 +207,14 @@ func TestComposeDemo(t *testing.T) {
 			}
 		}()
 		for i := range amount {
-			c, got := dialBanner(t, addr)
+			c, got := itest.DialBanner(t, "", addr)
 			held = append(held, c)
 			if got != banner {
 				t.Fatalf("%s: connection %d of %d got banner %q, want %q", addr, i+1, amount, got, banner)
 			}
 		}
 		for i := range extra {
-			c, got := dialBanner(t, addr)
+			c, got := itest.DialBanner(t, "", addr)
 			c.Close()
 			if got != "" {
 				t.Fatalf("%s: connection %d passed with banner %q, want it rejected (amount %d)", addr, amount+i+1, got, amount)
@@ -242,7 +227,7 @@ func TestComposeDemo(t *testing.T) {
 		held = held[1:]
 		// The released slot is free again once tollgate has seen the close.
 		itest.Eventually(t, 2*time.Second, func() bool {
-			c, got := dialBanner(t, addr)
+			c, got := itest.DialBanner(t, "", addr)
 			if got == banner {
 				held = append(held, c)
 				return true

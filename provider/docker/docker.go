@@ -14,16 +14,14 @@
 // (refreshInterval) is the safety net for what events do not say (a network
 // connected to a running container). When the engine cannot be reached, Run
 // sends a Message with Err set, so the watcher keeps the last good
-// configuration serving, and reconnects with capped exponential backoff;
-// on reconnection it resyncs at once.
+// configuration serving, and reconnects with capped exponential backoff
+// (provider.Feed.Reconnect); on reconnection it resyncs at once.
 package docker
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +37,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/constraints"
+	"github.com/tollgate-proxy/tollgate/provider/internal/engine"
 )
 
 // Name is the provider name used in qualified resource names (`db@docker`).
@@ -46,15 +45,11 @@ const Name = "docker"
 
 // DefaultEndpoint is used when neither --providers.docker.endpoint nor
 // DOCKER_HOST is set.
-const DefaultEndpoint = "unix:///var/run/docker.sock"
+const DefaultEndpoint = engine.DefaultEndpoint
 
-// Timing of the reconnect loop and of each request to the engine.
+// Timing of each request to the engine (the reconnect loop's is
+// provider.Reconnect's).
 const (
-	backoffMin = 100 * time.Millisecond
-	// backoffMax is low on purpose: a failed connect to a local socket costs
-	// nothing, and the cap bounds how long after the engine's return the
-	// routes stay stale (issue 3: reconverge within 2 s).
-	backoffMax     = 500 * time.Millisecond
 	requestTimeout = 10 * time.Second
 	// inspectWorkers bounds concurrent ContainerInspect calls in one fetch.
 	inspectWorkers = 8
@@ -103,14 +98,7 @@ func New(cfg *config.DockerProvider, log zerolog.Logger) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("providers.docker.constraints=%q: %w", c.Constraints, err)
 	}
-	endpoint := c.Endpoint
-	if endpoint == "" {
-		endpoint = os.Getenv(client.EnvOverrideHost)
-	}
-	if endpoint == "" {
-		endpoint = DefaultEndpoint
-	}
-	cl, err := client.NewClientWithOpts(client.FromEnv, client.WithHost(endpoint), client.WithAPIVersionNegotiation())
+	cl, endpoint, err := engine.New(c.Endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("providers.docker.endpoint=%q: %w", endpoint, err)
 	}
@@ -129,13 +117,7 @@ func New(cfg *config.DockerProvider, log zerolog.Logger) (*Provider, error) {
 
 // parseConstraints parses a Label/LabelRegex expression; nil keeps every
 // container.
-func parseConstraints(expr string) (func(map[string]string) bool, error) {
-	e, err := constraints.ParseLabels(expr)
-	if err != nil || e == nil {
-		return nil, err
-	}
-	return e.MatchLabels, nil
-}
+var parseConstraints = constraints.LabelMatcher
 
 // Name returns "docker".
 func (p *Provider) Name() string { return Name }
@@ -148,118 +130,42 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 			_ = p.closer()
 		}
 	}()
-	s := &session{p: p, out: out}
-	wait := backoffMin
-	attempts := 0
-	for {
-		err := s.run(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if s.healthy {
-			// The session served; start the next outage afresh.
-			wait, attempts = backoffMin, 0
-		}
-		s.healthy = false
-		attempts++
-		ev := p.log.Debug()
-		if attempts == 1 || attempts%120 == 0 { // about once a minute at the cap
-
-			ev = p.log.Error()
-		}
-		ev.Err(err).Str("endpoint", p.endpoint).Int("attempt", attempts).Dur("retry_in", wait).
-			Msg("Docker engine unreachable, keeping the last configuration")
-		if !s.sendErr(ctx, err) {
-			return nil
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		wait = min(wait*2, backoffMax)
-	}
+	s := &session{p: p, feed: &provider.Feed{Out: out, Name: Name}}
+	s.feed.Reconnect(ctx, p.log.With().Str("endpoint", p.endpoint).Logger(),
+		"Docker engine unreachable, keeping the last configuration", s.run)
+	return nil
 }
 
-// session is the state that outlives one connection: what was last sent.
+// session is one Run: the provider and its side of the message channel.
 type session struct {
-	p   *Provider
-	out chan<- provider.Message
-	// healthy is set once a connection produced a snapshot.
-	healthy bool
-	// last is the last message sent; a snapshot equal to it is not re-sent,
-	// except after an error message.
-	last    *provider.Message
-	lastErr string
+	p    *Provider
+	feed *provider.Feed
 }
 
 // run connects, sends a snapshot, and follows events until the connection
 // fails (returning why) or ctx is done.
 func (s *session) run(ctx context.Context) error {
 	p := s.p
-	pingCtx, cancel := context.WithTimeout(ctx, requestTimeout)
-	_, err := p.api.Ping(pingCtx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("ping %s: %w", p.endpoint, err)
-	}
-
-	// Subscribe before listing, so a change between the two is not missed.
-	evCtx, stopEvents := context.WithCancel(ctx)
-	defer stopEvents()
-	var evs <-chan events.Message
-	var evErrs <-chan error
-	if p.cfg.Watch {
-		f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)))
-		for _, a := range wakeActions {
-			f.Add("event", a)
-		}
-		evs, evErrs = p.api.Events(evCtx, events.ListOptions{Filters: f})
-	}
-
-	if err := s.resync(ctx); err != nil {
-		return err
-	}
-	p.log.Info().Str("endpoint", p.endpoint).Msg("Connected to the Docker engine")
-
-	var tick <-chan time.Time
-	if p.cfg.RefreshInterval > 0 {
-		t := time.NewTicker(config.Std(p.cfg.RefreshInterval))
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case err := <-evErrs:
-			if err == nil {
-				err = errors.New("event stream closed")
-			}
-			return fmt.Errorf("event stream: %w", err)
-		case ev := <-evs:
+	f := engine.Follow{
+		API: p.api, Endpoint: p.endpoint, Timeout: requestTimeout,
+		Wakes: func(ev events.Message) bool {
 			p.log.Debug().Str("action", string(ev.Action)).Str("container", ev.Actor.Attributes["name"]).Msg("Docker event")
-			// Drain what is already queued: one re-list answers them all.
-		drain:
-			for {
-				select {
-				case ev := <-evs:
-					p.log.Debug().Str("action", string(ev.Action)).Str("container", ev.Actor.Attributes["name"]).Msg("Docker event")
-				default:
-					break drain
-				}
-			}
-			if err := s.resync(ctx); err != nil {
-				return err
-			}
-		case <-tick:
-			if err := s.resync(ctx); err != nil {
-				return err
-			}
-		}
+			return true
+		},
+		Refresh: config.Std(p.cfg.RefreshInterval),
+		Resync:  func(ctx context.Context, _ bool) (time.Duration, error) { return 0, s.resync(ctx) },
+		Connected: func() {
+			p.log.Info().Str("endpoint", p.endpoint).Msg("Connected to the Docker engine")
+		},
 	}
+	if p.cfg.Watch {
+		ev := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)))
+		for _, a := range wakeActions {
+			ev.Add("event", a)
+		}
+		f.Events = &ev
+	}
+	return f.Run(ctx)
 }
 
 // resync fetches every container, builds and sends the snapshot.
@@ -270,40 +176,15 @@ func (s *session) resync(ctx context.Context) error {
 		return err
 	}
 	conf, problems := build(containers, p.opts)
-	s.healthy = true
 	msg := provider.Message{ProviderName: Name, Configuration: conf, Problems: problems}
-	if s.last != nil && s.lastErr == "" && reflect.DeepEqual(*s.last, msg) {
-		return nil
-	}
-	for _, pr := range problems {
-		p.log.Error().Str("problem", pr).Msg("Docker container skipped")
-	}
-	if !s.send(ctx, msg) {
+	if !s.feed.Snapshot(ctx, msg, func(provider.Message) {
+		for _, pr := range problems {
+			p.log.Error().Str("problem", pr).Msg("Docker container skipped")
+		}
+	}) {
 		return ctx.Err()
 	}
-	s.last, s.lastErr = &msg, ""
 	return nil
-}
-
-// sendErr reports a lost engine once per distinct error.
-func (s *session) sendErr(ctx context.Context, err error) bool {
-	if s.lastErr == err.Error() {
-		return true
-	}
-	if !s.send(ctx, provider.Message{ProviderName: Name, Err: err}) {
-		return false
-	}
-	s.lastErr = err.Error()
-	return true
-}
-
-func (s *session) send(ctx context.Context, msg provider.Message) bool {
-	select {
-	case s.out <- msg:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // fetch lists the containers (all states) and inspects those that carry a

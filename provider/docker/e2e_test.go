@@ -1,14 +1,10 @@
 package docker
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,7 +27,7 @@ type gate struct {
 
 func startGate(t *testing.T, extra ...string) *gate {
 	t.Helper()
-	g := &gate{ep: itest.FreeAddr(t), id: uniq()}
+	g := &gate{ep: itest.FreeAddr(t), id: itest.Uniq()}
 	tg := itest.StartTollgate(t, append([]string{
 		"--entryPoints.db.address=" + g.ep,
 		"--providers.docker",
@@ -59,89 +55,30 @@ func (g *gate) labels(router, service, mw string, amount int) map[string]string 
 	return l
 }
 
-// dial connects from src (empty: any) to addr and reads the banner. An empty
-// banner means the connection was closed without one: rejected or unrouted
-// (tollgate rejects with a reset, which can already fail the connect; c is
-// then a closed placeholder).
-func dial(t *testing.T, src, addr string) (net.Conn, string) {
-	t.Helper()
-	d := net.Dialer{Timeout: 2 * time.Second}
-	if src != "" {
-		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
-	}
-	c, err := d.Dial("tcp", addr)
-	if errors.Is(err, syscall.ECONNRESET) {
-		a, b := net.Pipe()
-		b.Close()
-		return a, ""
-	}
-	if err != nil {
-		t.Fatalf("dial %s from %s: %v", addr, src, err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	line, _ := bufio.NewReader(c).ReadString('\n')
-	_ = c.SetReadDeadline(time.Time{})
-	return c, strings.TrimSpace(line)
-}
-
-// banner returns what one fresh connection reads first ("" when refused).
-func banner(t *testing.T, addr string) string {
-	t.Helper()
-	c, b := dial(t, "", addr)
-	c.Close()
-	return b
-}
-
-// alive reports whether c still echoes.
-func alive(c net.Conn) bool {
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	defer c.SetDeadline(time.Time{})
-	if _, err := c.Write([]byte("ping\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && line == "ping\n"
-}
-
-// holdN opens n connections from src and requires each to get want.
-func holdN(t *testing.T, n int, src, addr, want string) []net.Conn {
-	t.Helper()
-	var cs []net.Conn
-	for i := range n {
-		c, b := dial(t, src, addr)
-		cs = append(cs, c)
-		if b != want {
-			itest.CloseAll(cs)
-			t.Fatalf("connection %d from %s: banner %q, want %q", i+1, src, b, want)
-		}
-	}
-	return cs
-}
-
 func TestE2EForwardLimitStopStart(t *testing.T) {
-	needEngine(t)
+	itest.NeedDocker(t)
 	g := startGate(t)
 	name := "tollgate-e2e-" + g.id
 	runEcho(t, name, g.labels("db", "db", "test-inflightconn", 10), "-e", "BANNER=db-1")
 	started := time.Now()
-	itest.Eventually(t, 2*time.Second, func() bool { return banner(t, g.ep) == "db-1" }, "route to %s not live", name)
+	itest.Eventually(t, 2*time.Second, func() bool { return itest.Banner(t, g.ep) == "db-1" }, "route to %s not live", name)
 	t.Logf("route live %v after docker run returned", time.Since(started).Round(time.Millisecond))
 
 	// amount 10 per source IP, exactly.
-	held := holdN(t, 10, "127.0.0.1", g.ep, "db-1")
+	held := itest.HoldBanners(t, 10, "127.0.0.1", g.ep, "db-1")
 	defer func() { itest.CloseAll(held) }()
-	if c, b := dial(t, "127.0.0.1", g.ep); b != "" {
+	if c, b := itest.DialBanner(t, "127.0.0.1", g.ep); b != "" {
 		c.Close()
 		t.Fatalf("11th connection from 127.0.0.1 got banner %q, want it rejected", b)
 	} else {
 		c.Close()
 	}
-	other := holdN(t, 1, "127.0.0.2", g.ep, "db-1")
+	other := itest.HoldBanners(t, 1, "127.0.0.2", g.ep, "db-1")
 	itest.CloseAll(other)
 	held[0].Close()
 	held = held[1:]
 	itest.Eventually(t, 2*time.Second, func() bool {
-		c, b := dial(t, "127.0.0.1", g.ep)
+		c, b := itest.DialBanner(t, "127.0.0.1", g.ep)
 		if b == "db-1" {
 			held = append(held, c)
 			return true
@@ -155,17 +92,17 @@ func TestE2EForwardLimitStopStart(t *testing.T) {
 	itest.CloseAll(held)
 	held = nil
 
-	dockerCLI(t, "stop", "-t", "2", name)
+	itest.Docker(t, "stop", "-t", "2", name)
 	stopped := time.Now()
-	itest.Eventually(t, 2*time.Second, func() bool { return banner(t, g.ep) == "" }, "route still live after docker stop")
+	itest.Eventually(t, 2*time.Second, func() bool { return itest.Banner(t, g.ep) == "" }, "route still live after docker stop")
 	t.Logf("no longer forwarded %v after docker stop returned", time.Since(stopped).Round(time.Millisecond))
 
-	dockerCLI(t, "start", name)
-	itest.Eventually(t, 2*time.Second, func() bool { return banner(t, g.ep) == "db-1" }, "route not restored after docker start")
+	itest.Docker(t, "start", name)
+	itest.Eventually(t, 2*time.Second, func() bool { return itest.Banner(t, g.ep) == "db-1" }, "route not restored after docker start")
 }
 
 func TestE2EAmountChangeKeepsHeldCounts(t *testing.T) {
-	needEngine(t)
+	itest.NeedDocker(t)
 	g := startGate(t)
 	// The backend and the middleware live in separate containers, so that
 	// recreating the middleware's container does not kill the backend that
@@ -180,35 +117,40 @@ func TestE2EAmountChangeKeepsHeldCounts(t *testing.T) {
 		}
 	}
 	mw1 := runEcho(t, "tollgate-e2e-limit3-"+g.id, mwLabels(3))
-	itest.Eventually(t, 2*time.Second, func() bool { return banner(t, g.ep) == "backend" }, "route not live")
+	itest.Eventually(t, 2*time.Second, func() bool { return itest.Banner(t, g.ep) == "backend" }, "route not live")
+	// The probes above count until the proxy has seen them close.
+	itest.Eventually(t, 2*time.Second, func() bool {
+		in := itest.GetRawdata(t, g.api).Middlewares["limit@docker"].InFlight
+		return in != nil && in.InFlight == 0
+	}, "the probe connections are still counted")
 
-	held := holdN(t, 3, "127.0.0.1", g.ep, "backend")
+	held := itest.HoldBanners(t, 3, "127.0.0.1", g.ep, "backend")
 	defer func() { itest.CloseAll(held) }()
-	if b := banner(t, g.ep); b != "" {
+	if b := itest.Banner(t, g.ep); b != "" {
 		t.Fatalf("4th connection with amount 3 got %q, want rejected", b)
 	}
 
 	// Recreate the middleware's container with amount 5.
-	dockerCLI(t, "rm", "-f", mw1)
+	itest.Docker(t, "rm", "-f", mw1)
 	runEcho(t, "tollgate-e2e-limit5-"+g.id, mwLabels(5))
 	itest.Eventually(t, 2*time.Second, func() bool {
 		return itest.GetRawdata(t, g.api).AmountOf("limit@docker") == 5
 	}, "amount 5 not applied")
 	for i, c := range held {
-		if !alive(c) {
+		if !itest.Alive(c) {
 			t.Fatalf("held connection %d was cut by the amount change", i+1)
 		}
 	}
 	// The 3 held connections still count: 2 more pass, the 6th is rejected.
-	more := holdN(t, 2, "127.0.0.1", g.ep, "backend")
+	more := itest.HoldBanners(t, 2, "127.0.0.1", g.ep, "backend")
 	held = append(held, more...)
-	if b := banner(t, g.ep); b != "" {
+	if b := itest.Banner(t, g.ep); b != "" {
 		t.Fatalf("6th connection with amount 5 and 5 held got %q, want rejected (held counts were reset)", b)
 	}
 }
 
 func TestE2ETwoReplicasAreLoadBalanced(t *testing.T) {
-	needEngine(t)
+	itest.NeedDocker(t)
 	g := startGate(t)
 	l := g.labels("db", "db", "", 0)
 	runEcho(t, "tollgate-e2e-r1-"+g.id, l, "-e", "BANNER=replica-1")
@@ -223,14 +165,14 @@ func TestE2ETwoReplicasAreLoadBalanced(t *testing.T) {
 	itest.Eventually(t, 5*time.Second, func() bool {
 		seen = map[string]int{}
 		for range 10 {
-			seen[banner(t, g.ep)]++
+			seen[itest.Banner(t, g.ep)]++
 		}
 		return seen["replica-1"] >= 3 && seen["replica-2"] >= 3
 	}, "banners over 10 connections = %v, want both replicas used", &seen)
 }
 
 func TestE2EBadLabelIsReported(t *testing.T) {
-	needEngine(t)
+	itest.NeedDocker(t)
 	g := startGate(t)
 	runEcho(t, "tollgate-e2e-good-"+g.id, g.labels("db", "db", "", 0), "-e", "BANNER=good")
 	bad := g.labels("other", "other", "lim", 0)
@@ -245,7 +187,7 @@ func TestE2EBadLabelIsReported(t *testing.T) {
 	if out := g.out.String(); !strings.Contains(out, badName) || !strings.Contains(out, key) {
 		t.Errorf("log does not name container %s and label %s", badName, key)
 	}
-	if b := banner(t, g.ep); b != "good" {
+	if b := itest.Banner(t, g.ep); b != "good" {
 		t.Fatalf("the good container is not served next to the bad one: banner %q", b)
 	}
 	if _, ok := itest.GetRawdata(t, g.api).Routers["other@docker"]; ok {
@@ -279,13 +221,13 @@ func (g *gate) routed(t *testing.T, addr string) bool {
 // run -> first forwarded connection (the backend's banner through the
 // entry point), which adds the proxy's first dial to a fresh container.
 func TestE2EPropagationLatency(t *testing.T) {
-	needEngine(t)
+	itest.NeedDockerAlone(t) // a measurement: no other engine test at the same time
 	if testing.Short() {
 		t.Skip("latency measurement: slow")
 	}
 	g := startGate(t)
 	const rounds = 10
-	echoImage(t)
+	itest.EchoImage(t)
 	measure := func(what string, cond func() bool) time.Duration {
 		start := time.Now()
 		itest.Eventually(t, 3*time.Second, cond, "%s did not propagate", what)
@@ -305,18 +247,18 @@ func TestE2EPropagationLatency(t *testing.T) {
 		start := time.Now()
 		live := measure("run", routed)
 		if isolated {
-			itest.Eventually(t, 3*time.Second, func() bool { return banner(t, g.ep) == want }, "%s not forwarded", name)
+			itest.Eventually(t, 3*time.Second, func() bool { return itest.Banner(t, g.ep) == want }, "%s not forwarded", name)
 			forward = append(forward, time.Since(start))
 			time.Sleep(1100 * time.Millisecond)
 		}
-		dockerCLI(t, "stop", "-t", "1", name)
+		itest.Docker(t, "stop", "-t", "1", name)
 		gone := measure("stop", func() bool { return !routed() })
 		if isolated {
 			isoLive, isoGone = append(isoLive, live), append(isoGone, gone)
 		} else {
 			b2bLive, b2bGone = append(b2bLive, live), append(b2bGone, gone)
 		}
-		dockerCLI(t, "rm", "-f", name)
+		itest.Docker(t, "rm", "-f", name)
 	}
 	for i := range rounds {
 		round(i, true)

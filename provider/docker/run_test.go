@@ -84,31 +84,15 @@ func runFake(t *testing.T, f *fakeAPI) *recorder {
 	cfg := &config.DockerProvider{}
 	cfg.SetDefaults()
 	p := &Provider{cfg: *cfg, endpoint: "fake", api: f, opts: optionsFrom(cfg, nil), log: zerolog.Nop()}
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan provider.Message)
-	rec := &recorder{}
-	done := make(chan struct{})
-	go func() { _ = p.Run(ctx, out); close(done) }()
-	go func() {
-		for {
-			select {
-			case m := <-out:
-				rec.mu.Lock()
-				rec.msgs = append(rec.msgs, m)
-				rec.mu.Unlock()
-			case <-done:
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	rec := itest.Record(t, p.Run)
+	rec.Describe = summary
 	return rec
 }
 
 func TestRunCoalescesEventBursts(t *testing.T) {
 	f := newFake()
 	rec := runFake(t, f)
-	rec.waitLatest(t, 2*time.Second, "first snapshot", func(m provider.Message) bool { return routerOf(m, "r") != nil })
+	rec.WaitLatest(t, 2*time.Second, "first snapshot", func(m provider.Message) bool { return routerOf(m, "r") != nil })
 	if n := f.lists.Load(); n != 1 {
 		t.Fatalf("lists after start = %d, want 1", n)
 	}
@@ -137,7 +121,7 @@ func TestRunCoalescesEventBursts(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// Identical snapshots are not re-sent.
-	if _, n := rec.latest(); n != 1 {
+	if _, n := rec.Latest(); n != 1 {
 		t.Fatalf("messages = %d, want 1 (the re-lists found nothing new)", n)
 	}
 }
@@ -145,12 +129,12 @@ func TestRunCoalescesEventBursts(t *testing.T) {
 func TestRunReportsOutageAndResyncs(t *testing.T) {
 	f := newFake()
 	rec := runFake(t, f)
-	rec.waitLatest(t, 2*time.Second, "first snapshot", func(m provider.Message) bool { return routerOf(m, "r") != nil })
+	rec.WaitLatest(t, 2*time.Second, "first snapshot", func(m provider.Message) bool { return routerOf(m, "r") != nil })
 
 	down := errors.New("connection refused")
 	f.pingErr.Store(&down)
 	f.errs <- errors.New("unexpected EOF")
-	m := rec.waitLatest(t, 2*time.Second, "outage", func(m provider.Message) bool { return m.Err != nil })
+	m := rec.WaitLatest(t, 2*time.Second, "outage", func(m provider.Message) bool { return m.Err != nil })
 	if m.Configuration != nil {
 		t.Fatalf("error message carries a configuration: %+v", m)
 	}
@@ -158,7 +142,7 @@ func TestRunReportsOutageAndResyncs(t *testing.T) {
 	// error, then the first failed ping, then nothing for later pings.
 	pings := f.pings.Load()
 	itest.Eventually(t, 3*time.Second, func() bool { return f.pings.Load() >= pings+3 }, "pings = %d", f.pings.Load())
-	msgs := rec.all()
+	msgs := rec.All()
 	if len(msgs) != 3 || msgs[1].Err == nil || msgs[2].Err == nil || msgs[2].Err.Error() != "ping fake: connection refused" {
 		t.Fatalf("messages during the outage = %+v, want the snapshot and two distinct errors", msgs)
 	}
@@ -166,7 +150,7 @@ func TestRunReportsOutageAndResyncs(t *testing.T) {
 	f.pingErr.Store(nil)
 	// The same snapshot as before the outage is sent again: the watcher must
 	// learn that the provider is back.
-	rec.waitLatest(t, 2*time.Second, "resynced", func(m provider.Message) bool { return m.Err == nil && routerOf(m, "r") != nil })
+	rec.WaitLatest(t, 2*time.Second, "resynced", func(m provider.Message) bool { return m.Err == nil && routerOf(m, "r") != nil })
 }
 
 func TestNewEndpoint(t *testing.T) {

@@ -49,6 +49,10 @@ type Socket interface {
 	// LocalAddr is the address the client connected to, asked of the
 	// kernel when the listener's own address does not tell it.
 	LocalAddr() netip.AddrPort
+	// Later runs run on the goroutine that serves the connection (its event
+	// loop), soon, if the connection still waits for it; else dropped, there,
+	// so that the caller can undo what it did for it. See Conn.Later.
+	Later(run, dropped func())
 }
 
 // Conn is one client connection being routed and served.
@@ -93,6 +97,21 @@ func (c *Conn) LocalAddr() netip.AddrPort {
 		c.Local, c.LocalUnknown = c.Sock.LocalAddr(), false
 	}
 	return c.Local
+}
+
+// Later lets a handler decide asynchronously: a middleware that needs a
+// round trip (to a store shared by several proxies) starts it on a goroutine
+// of its own and returns from ServeTCP; when the answer is in, that goroutine
+// calls Later with what comes next (next.ServeTCP(c), or c.Refuse). The
+// connection waits meanwhile; run happens on the connection's own goroutine
+// (its event loop), unless the connection ended first (a shutdown): then
+// dropped runs instead, to release what was taken for it. Either runs once.
+func (c *Conn) Later(run, dropped func()) {
+	if c.Sock != nil {
+		c.Sock.Later(run, dropped)
+		return
+	}
+	run() // a goroutine-served connection waits on its own goroutine
 }
 
 // Defer registers f to run when the connection finishes. Finishers run in

@@ -1,0 +1,237 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/proxy/tcp"
+)
+
+// greeted reports whether c receives the backend's one-byte banner within d.
+func greeted(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
+	var b [1]byte
+	_, err := io.ReadFull(c, b[:])
+	return err == nil && b[0] == 'B'
+}
+
+// closedSoon reports whether the proxy closes c within d.
+func closedSoon(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+func cappedConfig(be string, maxConn, queueSize int, timeout time.Duration) *config.TCPConfiguration {
+	cfg := singleRouter(be, nil)
+	lb := cfg.Services["s"].LoadBalancer
+	lb.Servers[0].MaxConn = maxConn
+	lb.Queue = &config.TCPQueue{MaxSize: &queueSize, Timeout: config.Duration(timeout)}
+	return cfg
+}
+
+// Issue 17 acceptance: a server capped at 2 and a queue of 4. Six clients:
+// 2 served, 4 wait; as each served one closes, the next waiting one is
+// served, in the order they came; a 7th beyond the queue is closed at once;
+// one that waits past the queue timeout is closed; nothing is left counted.
+func TestServerCapQueuesInOrder(t *testing.T) {
+	be := startBackend(t, "B")
+	s := newTestServer(t, "tcp")
+	apply(s, "file", cappedConfig(be.addr(), 2, 4, 10*time.Second))
+	addr := s.addr("tcp")
+	st := func() CapacityState { return *s.State().Capacity("s@file") }
+	var conns []net.Conn
+	defer func() { closeAll(conns) }()
+	for i := 0; i < 6; i++ {
+		c := dialSrc(t, fmt.Sprintf("127.0.1.%d", i+1), addr)
+		conns = append(conns, c)
+		want := min(i+1, 2)
+		waitFor(t, fmt.Sprintf("client %d counted", i+1), func() bool {
+			cs := st()
+			return cs.Servers[0].Open == want && cs.Queued == i+1-want
+		})
+	}
+	for i, c := range conns {
+		if got := greeted(c, 200*time.Millisecond); got != (i < 2) {
+			t.Fatalf("client %d greeted %v, want %v (2 served, 4 waiting)", i+1, got, i < 2)
+		}
+	}
+	seventh := dialSrc(t, "127.0.1.7", addr)
+	defer seventh.Close()
+	if !closedSoon(seventh, time.Second) {
+		t.Fatal("a 7th connection beyond the queue was not closed at once")
+	}
+	if cs := st(); cs.RejectedFull != 1 {
+		t.Fatalf("queue-full refusals %d, want 1", cs.RejectedFull)
+	}
+	// Close the served ones one at a time: the waiting ones are served in order.
+	for next := 2; next < 6; next++ {
+		conns[next-2].Close()
+		if !greeted(conns[next], 2*time.Second) {
+			t.Fatalf("client %d not served after a slot was freed", next+1)
+		}
+		for later := next + 1; later < 6; later++ {
+			if greeted(conns[later], 20*time.Millisecond) {
+				t.Fatalf("client %d served before client %d: not in order", later+1, next+1)
+			}
+		}
+	}
+	closeAll(conns)
+	conns = nil
+	waitFor(t, "every slot and the queue to empty", func() bool {
+		cs := st()
+		return cs.Servers[0].Open == 0 && cs.Queued == 0 && s.EntryPoint("tcp").Open() == 0
+	})
+
+	// The queue timeout.
+	apply(s, "file", cappedConfig(be.addr(), 1, 4, 300*time.Millisecond))
+	held := dialSrc(t, "127.0.1.20", addr)
+	defer held.Close()
+	if !greeted(held, 2*time.Second) {
+		t.Fatal("the first connection was not served")
+	}
+	waiting := dialSrc(t, "127.0.1.21", addr)
+	defer waiting.Close()
+	start := time.Now()
+	if !closedSoon(waiting, 3*time.Second) {
+		t.Fatal("a connection waiting past the queue timeout was not closed")
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("closed after %v, before the 300ms queue timeout", d)
+	}
+	if cs := st(); cs.TimedOut != 1 || cs.Queued != 0 {
+		t.Fatalf("after the timeout: %+v", cs)
+	}
+	held.Close()
+	waitFor(t, "the slot to be freed", func() bool { return st().Servers[0].Open == 0 && s.EntryPoint("tcp").Open() == 0 })
+}
+
+// Queued connections count against their client's inFlightConn amount: one
+// client cannot fill the queue.
+func TestQueuedConnectionsCountInTheLimit(t *testing.T) {
+	be := startBackend(t, "B")
+	s := newTestServer(t, "tcp")
+	cfg := cappedConfig(be.addr(), 1, 10, 10*time.Second)
+	cfg.Middlewares = map[string]*config.TCPMiddleware{"two": limitMW(2)}
+	cfg.Routers["r"].Middlewares = []string{"two"}
+	apply(s, "file", cfg)
+	addr := s.addr("tcp")
+	busy := dialSrc(t, "127.0.2.1", addr)
+	defer busy.Close()
+	if !greeted(busy, 2*time.Second) {
+		t.Fatal("not served")
+	}
+	var mine []net.Conn
+	defer func() { closeAll(mine) }()
+	for i := 0; i < 2; i++ {
+		mine = append(mine, dialSrc(t, "127.0.2.2", addr))
+	}
+	waitFor(t, "two of one client's connections queued", func() bool { return s.State().Capacity("s@file").Queued == 2 })
+	third := dialOrReset(t, "127.0.2.2", addr)
+	if third != nil {
+		defer third.Close()
+		if !closedSoon(third, time.Second) {
+			t.Fatal("a third connection of a client with amount 2 waited in the queue")
+		}
+	}
+	if q := s.State().Capacity("s@file").Queued; q != 2 {
+		t.Fatalf("%d queued, want 2", q)
+	}
+}
+
+// A health-checked server that goes DOWN takes nothing new: the waiting
+// connections are served by the servers still UP as their slots free.
+func TestQueueDrainsToServersStillUp(t *testing.T) {
+	a := startBackend(t, "B")
+	b := startBackend(t, "B")
+	s := newTestServer(t, "tcp")
+	cfg := singleRouter(a.addr(), nil)
+	q := 10
+	cfg.Services["s"] = &config.TCPService{LoadBalancer: &config.TCPServersLoadBalancer{
+		Servers:     []config.TCPServer{{Address: a.addr(), MaxConn: 1}, {Address: b.addr(), MaxConn: 1}},
+		Queue:       &config.TCPQueue{MaxSize: &q, Timeout: config.Duration(10 * time.Second)},
+		HealthCheck: &config.TCPHealthCheck{Interval: config.Duration(50 * time.Millisecond), Timeout: config.Duration(100 * time.Millisecond)},
+	}}
+	apply(s, "file", cfg)
+	addr := s.addr("tcp")
+	st := func() CapacityState { return *s.State().Capacity("s@file") }
+	var conns []net.Conn
+	defer func() { closeAll(conns) }()
+	for i := 0; i < 4; i++ {
+		conns = append(conns, dialSrc(t, fmt.Sprintf("127.0.3.%d", i+1), addr))
+		waitFor(t, "connection counted", func() bool {
+			cs := st()
+			return cs.Servers[0].Open+cs.Servers[1].Open+cs.Queued == i+1
+		})
+	}
+	if !greeted(conns[0], 2*time.Second) || !greeted(conns[1], 2*time.Second) {
+		t.Fatal("the first two were not served")
+	}
+	// Server a stops accepting: its health check fails and it is DOWN.
+	_ = a.ln.Close()
+	waitFor(t, "server a DOWN", func() bool { return s.State().ServerStatus("s@file")[a.addr()] == "DOWN" })
+	// Close both served connections: only b's slot may take a waiting one.
+	conns[0].Close()
+	conns[1].Close()
+	if !greeted(conns[2], 2*time.Second) {
+		t.Fatal("the first waiting connection was not served by the server still UP")
+	}
+	if greeted(conns[3], 200*time.Millisecond) {
+		t.Fatal("a second waiting connection was served: the DOWN server took it")
+	}
+	if cs := st(); cs.Servers[0].Open != 0 || cs.Servers[1].Open != 1 || cs.Queued != 1 {
+		t.Fatalf("capacity %+v, want a: 0 open (DOWN), b: 1 open, 1 queued", cs)
+	}
+	conns[2].Close()
+	if !greeted(conns[3], 2*time.Second) {
+		t.Fatal("the last waiting connection was not served by the server still UP")
+	}
+}
+
+// A handler that decides asynchronously (tcp.Conn.Later) goes on on the
+// connection's loop once its answer is in; a connection that ended
+// meanwhile gets dropped instead.
+func TestLaterResumesOnTheLoop(t *testing.T) {
+	be := startBackend(t, "B")
+	s := newTestServer(t, "tcp")
+	apply(s, "file", singleRouter(be.addr(), nil))
+	lb := s.EntryPoint("tcp").table.Load().routes[0].handler
+	answer := make(chan bool)
+	var dropped atomic.Int32
+	s.EntryPoint("tcp").SetTable(&Table{routes: []*route{{
+		name: "slow", rule: mustRule(t, "HostSNI(`*`)"), open: new(atomic.Int64),
+		handler: tcp.HandlerFunc(func(c *tcp.Conn) {
+			go func() {
+				if <-answer {
+					c.Later(func() { lb.ServeTCP(c) }, func() { dropped.Add(1) })
+				}
+			}()
+		}),
+	}}})
+	c := dialSrc(t, "127.0.4.1", s.addr("tcp"))
+	defer c.Close()
+	if greeted(c, 100*time.Millisecond) {
+		t.Fatal("served before the handler's answer")
+	}
+	answer <- true
+	if !greeted(c, 2*time.Second) {
+		t.Fatal("not served after the handler's answer")
+	}
+	// A connection still waiting when the entry point shuts down is dropped.
+	c2 := dialSrc(t, "127.0.4.2", s.addr("tcp"))
+	defer c2.Close()
+	waitFor(t, "the second connection accepted", func() bool { return s.EntryPoint("tcp").Open() == 2 })
+	go s.EntryPoint("tcp").Shutdown(t.Context())
+	waitFor(t, "the waiting connection closed by the shutdown", func() bool { return s.EntryPoint("tcp").Open() <= 1 })
+	answer <- true
+	waitFor(t, "dropped to run for it", func() bool { return dropped.Load() == 1 })
+}
