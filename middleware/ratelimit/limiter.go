@@ -92,10 +92,10 @@ type shard struct {
 	// key: 16 bytes a slot with the TAT, against 32 for a netip.Addr.
 	v4     map[uint32]int64
 	v6     map[[16]byte]int64
-	peak4  int   // largest len(v4) since it was made (shrinking, sweep)
-	peak6  int   // same for v6
-	maxTAT int64 // no TAT in the shard is later: past it, every bucket is full
-	_      [24]byte
+	peak4  int      // largest len(v4) since it was made (shrinking, sweep)
+	peak6  int      // same for v6
+	maxTAT int64    // no TAT in the shard is later: past it, every bucket is full
+	_      [24]byte // 80 bytes a shard: neighbouring shards' mutexes never share a cache line
 }
 
 // Limiter holds one token bucket per client key. The zero value is not
