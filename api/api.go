@@ -1,6 +1,6 @@
 // Package api is tollgate's admin listener: /ping, the Traefik-shaped
 // /api/rawdata and /api/tcp/* views of the running configuration, live
-// inFlightConn state, provider status, and /metrics.
+// inFlightConn and rateLimit state, provider status, and /metrics.
 package api
 
 import (
@@ -83,6 +83,12 @@ func (s Sources) withLive(rt *proxy.Runtime, top int) map[string]*proxy.Middlewa
 			cp := *mi
 			st := l.Snapshot(top)
 			cp.Limiter = &st
+			mi = &cp
+		}
+		if l := mi.LiveRateLimiter(); l != nil {
+			cp := *mi
+			st := l.Snapshot(top)
+			cp.RateLimiter = &st
 			mi = &cp
 		}
 		out[name] = mi
@@ -352,9 +358,9 @@ func (s Sources) clients(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "middleware "+strconv.Quote(name)+" not found")
 		return
 	}
-	l := mi.LiveLimiter()
-	if l == nil {
-		writeError(w, http.StatusBadRequest, "middleware "+strconv.Quote(name)+" is not an enabled inFlightConn")
+	l, rl := mi.LiveLimiter(), mi.LiveRateLimiter()
+	if l == nil && rl == nil {
+		writeError(w, http.StatusBadRequest, "middleware "+strconv.Quote(name)+" is not an enabled inFlightConn or rateLimit")
 		return
 	}
 	top := 100
@@ -365,6 +371,10 @@ func (s Sources) clients(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		top = n
+	}
+	if rl != nil {
+		writeJSON(w, http.StatusOK, rl.Snapshot(top))
+		return
 	}
 	writeJSON(w, http.StatusOK, l.Snapshot(top))
 }

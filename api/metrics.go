@@ -49,6 +49,7 @@ var (
 	descProvOK     = prometheus.NewDesc("tollgate_provider_last_reload_success", "1 when the provider's last report was a configuration, 0 when it was an error.", []string{"provider"}, nil)
 	descProvLast   = prometheus.NewDesc("tollgate_provider_last_reload_timestamp_seconds", "When the provider last delivered a configuration.", []string{"provider"}, nil)
 	descProvErrAt  = prometheus.NewDesc("tollgate_provider_error_since_timestamp_seconds", "Since when the provider has been failing (absent while it is not).", []string{"provider"}, nil)
+	descRLClients  = prometheus.NewDesc("tollgate_ratelimit_clients", "Client keys whose bucket is not full, per rateLimit limiter (its per-IP entries).", []string{"middleware"}, nil)
 	descAmount     = prometheus.NewDesc("tollgate_inflightconn_limit", "The per-client amount of an inFlightConn limiter.", []string{"middleware"}, nil)
 	descBytesIn    = prometheus.NewDesc("tollgate_router_bytes_in_total", "Bytes from clients to backends, per router, counted when a connection closes.", []string{"router"}, nil)
 	descBytesOut   = prometheus.NewDesc("tollgate_router_bytes_out_total", "Bytes from backends to clients, per router, counted when a connection closes.", []string{"router"}, nil)
@@ -65,7 +66,7 @@ type collector struct {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descEPUnrouted, descEPAcceptEr, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descFallbacks, descSrvOpen, descSrvMax, descQueued, descQueueRej, descReloads, descLastReload, descProvider, descProvUpd, descProvErr,
-		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descBytesIn, descBytesOut, descDuration} {
+		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descRLClients, descBytesIn, descBytesOut, descDuration} {
 		ch <- d
 	}
 }
@@ -99,6 +100,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descAmount, prometheus.GaugeValue, float64(s.Amount), name)
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(s.InFlight), name)
 		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(s.DistinctIPs), name)
+	}
+	for _, name := range st.RateLimiters.Names() {
+		l := st.RateLimiters.Lookup(name)
+		if l == nil {
+			continue
+		}
+		s := l.Stats()
+		result := "rejected"
+		if s.DryRun {
+			result = "would_reject"
+		}
+		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Admitted), name, "accepted", "")
+		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Rejected), name, result, "ratelimit")
+		ch <- prometheus.MustNewConstMetric(descRLClients, prometheus.GaugeValue, float64(s.DistinctIPs), name)
 	}
 	st.Each(
 		func(name string, a *ipallowlist.Counters) {

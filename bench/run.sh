@@ -8,7 +8,7 @@
 #   AB=1 TOLLGATE_BASE_BIN=/tmp/tollgate-main bench/run.sh   # A/B: tollgate-base vs tollgate
 #   AB=1 TOLLGATE_BASE_REF=main bench/run.sh      # same, base built from a git ref
 #
-# Settings (environment): PEERS, SCENARIOS, REPS, QUICK, LIMIT, AB, RATIOS,
+# Settings (environment): PEERS, SCENARIOS, REPS, QUICK, LIMIT, RATE, BURST, AB, RATIOS,
 # TOLLGATE_BIN, TOLLGATE_BASE_BIN, TOLLGATE_BASE_REF, ECHO_PORT, PORT_BASE,
 # PG_PORT, REDIS_PORT, OUT, COOLDOWN, CONNTRACK (auto|notrack|drain|off).
 # bench/README.md describes them, the scenarios, and how to add either.
@@ -26,12 +26,14 @@ AB=${AB:-0}
 if [[ $AB == 1 ]]; then
     PEERS=${PEERS:-tollgate-base tollgate}
 else
-    PEERS=${PEERS:-direct haproxy nginx tollgate}
+    PEERS=${PEERS:-direct haproxy nginx tollgate haproxy-rate tollgate-rate}
 fi
-SCENARIOS=${SCENARIOS:-conn-rate rr pgbench redis limit-exact flood throughput idle-memory ip-spray syscalls}
+SCENARIOS=${SCENARIOS:-conn-rate rr pgbench redis limit-exact flood reconnect throughput idle-memory ip-spray syscalls}
 if [[ $QUICK == 1 ]]; then REPS=${REPS:-1}; else REPS=${REPS:-3}; fi
 LIMIT=${LIMIT:-10}             # per-IP concurrent connection limit, the same for every peer
-RATIOS=${RATIOS:-tollgate/haproxy tollgate/nginx tollgate/tollgate-base}
+RATE=${RATE:-20}               # the *-rate peers: per-IP connections per second in the long run
+BURST=${BURST:-10}             # the *-rate peers: per-IP burst (tollgate's rateLimit; HAProxy has none)
+RATIOS=${RATIOS:-tollgate/haproxy tollgate/nginx tollgate/tollgate-base tollgate-rate/haproxy-rate}
 ECHO_PORT=${ECHO_PORT:-29000}  # the echo backend
 PG_PORT=${PG_PORT:-29001}      # PostgreSQL for pgbench
 REDIS_PORT=${REDIS_PORT:-29002}
@@ -43,7 +45,8 @@ DRAIN_MAX_WAIT=${DRAIN_MAX_WAIT:-180}  # TIME_WAIT entries live 120 s
 
 # --- scenarios ---------------------------------------------------------------
 # One line each: name, backend (echo|pg|redis), flags (pid: needs a proxy
-# process, so direct is skipped; once: first repetition only), loadgen
+# process, so direct is skipped; once: first repetition only; rate: runs on
+# the rate-limiting peers, *-rate, too, which run no other scenario), loadgen
 # arguments for a full run, and for QUICK=1. The arguments are the same for
 # every peer. The name is the loadgen subcommand.
 declare -A BACKEND_OF FLAGS_OF ARGS_OF
@@ -58,6 +61,7 @@ scenario pgbench     pg      -         "-clients 8 -threads 2 -duration 10s"    
 scenario redis       redis   -         "-clients 8 -requests 200000 -size 100"             "-clients 8 -requests 30000 -size 100"
 scenario limit-exact echo    -         "-extra 5 -cycles 5"                                "-extra 5 -cycles 3"
 scenario flood       echo    -         "-workers 8 -ips 64 -duration 8s -attack-ips 2 -attack-workers 16" "-workers 8 -ips 64 -duration 3s -attack-ips 2 -attack-workers 16"
+scenario reconnect   echo    rate      "-duration 10s -attack-ips 2 -victim-ips 32 -victim-every 200ms" "-duration 4s -attack-ips 2 -victim-ips 32 -victim-every 200ms"
 scenario throughput  echo    -         "-streams 8 -bytes 268435456"                       "-streams 8 -bytes 33554432"
 scenario idle-memory echo    pid,once  "-conns 4000 -ips 500 -settle 2s"                   "-conns 4000 -ips 500 -settle 1s"
 scenario ip-spray    echo    pid,once  "-ips-per-round 50000 -rounds 3 -pause 12s"         "-ips-per-round 5000 -rounds 2 -pause 12s -settle 1s"
@@ -121,7 +125,7 @@ LOADGEN=$BIN/loadgen
 declare -A BUILT_FROM
 # tollgate binaries: TOLLGATE_BIN, else a build of this checkout;
 # TOLLGATE_BASE_BIN, else (with TOLLGATE_BASE_REF) a build of that ref.
-if [[ " $PEERS " == *" tollgate "* && -z ${TOLLGATE_BIN:-} ]]; then
+if [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* ]] && [[ -z ${TOLLGATE_BIN:-} ]]; then
     log "TOLLGATE_BIN not set: building this checkout ($REPO) into $BIN/tollgate"
     (cd "$REPO" && CGO_ENABLED=0 go build -o "$BIN/tollgate" .) || die "building tollgate from $REPO failed"
     TOLLGATE_BIN=$BIN/tollgate
@@ -298,24 +302,27 @@ bin_info() { # path peer -> sha256 prefix and where it came from
         echo "$s = $(sysctl -n $s 2>/dev/null | tr '\t' ' ')"
     done
     for p in $PEERS; do echo "peer $p: ${VERSION_OF[$p]}"; done
-    [[ " $PEERS " == *" tollgate "* ]] && echo "tollgate binary: $TOLLGATE_BIN, $(bin_info "$TOLLGATE_BIN" tollgate)"
+    [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* ]] && echo "tollgate binary: $TOLLGATE_BIN, $(bin_info "$TOLLGATE_BIN" tollgate)"
     [[ " $PEERS " == *" tollgate-base "* ]] && echo "tollgate-base binary: $TOLLGATE_BASE_BIN, $(bin_info "$TOLLGATE_BASE_BIN" tollgate-base)"
     [[ " $SCENARIOS " == *" pgbench "* ]] && echo "pgbench: $("$PG_BIN_DIR/pgbench" --version), server $("$PG_BIN_DIR/postgres" --version)"
     [[ " $SCENARIOS " == *" redis "* ]] && echo "redis: $(redis-server --version | cut -d' ' -f1-3)"
-    echo "LIMIT=$LIMIT REPS=$REPS QUICK=$QUICK peers: $PEERS"
+    echo "LIMIT=$LIMIT RATE=$RATE BURST=$BURST REPS=$REPS QUICK=$QUICK peers: $PEERS"
     echo "scenarios: $SCENARIOS"
 } >"$OUT/env.txt"
 sed 's/^/  /' "$OUT/env.txt" >&2
 
 # --- peers --------------------------------------------------------------------------
-# render TEMPLATE OUTPUT: substitute ${LISTEN} ${BACKEND} ${LIMIT} ${WORKDIR}
-# only, so every other $ in a proxy's configuration passes through.
+# render TEMPLATE OUTPUT: substitute ${LISTEN} ${BACKEND} ${LIMIT} ${RATE}
+# ${BURST} ${WORKDIR} only, so every other $ in a proxy's configuration
+# passes through.
 render() {
     local s
     s=$(<"$1")
     s=${s//'${LISTEN}'/"$LISTEN"}
     s=${s//'${BACKEND}'/"$BACKEND"}
     s=${s//'${LIMIT}'/"$LIMIT"}
+    s=${s//'${RATE}'/"$RATE"}
+    s=${s//'${BURST}'/"$BURST"}
     s=${s//'${WORKDIR}'/"$WORKDIR"}
     printf '%s\n' "$s" >"$2"
 }
@@ -323,7 +330,7 @@ render() {
 # probe through the proxy works. Sets PEER_PID.
 start_peer() {
     local name=$1 dir=$HERE/peers/$1 t
-    export LISTEN=127.0.0.1:$2 BACKEND=$3 LIMIT WORKDIR=$5
+    export LISTEN=127.0.0.1:$2 BACKEND=$3 LIMIT RATE BURST WORKDIR=$5
     mkdir -p "$WORKDIR"
     for t in "$dir"/*.tmpl; do
         [[ -e $t ]] && render "$t" "$WORKDIR/$(basename "${t%.tmpl}")"
@@ -355,6 +362,13 @@ for rep in $(seq "$REPS"); do
         mode=echo
         [[ ${BACKEND_OF[$sc]} == echo ]] || mode=hold
         for peer in "${order[@]}"; do
+            # The *-rate peers limit the connection rate: only the rate
+            # scenarios mean anything through them.
+            rate=0 burst=0
+            if [[ $peer == *-rate ]]; then
+                [[ ${FLAGS_OF[$sc]} == *rate* ]] || continue
+                rate=$RATE burst=$BURST
+            fi
             if [[ $peer == direct ]]; then
                 [[ ${FLAGS_OF[$sc]} == *pid* ]] && continue
                 target=$backend pid=0 limit=0
@@ -368,7 +382,7 @@ for rep in $(seq "$REPS"); do
             # In the background and waited for, so that a signal to run.sh
             # is handled at once (cleanup stops it) rather than after it.
             # shellcheck disable=SC2086  # the arguments are a word list
-            timeout 900 "$LOADGEN" "$sc" -peer "$peer" -rep "$rep" -target "$target" -pid "$pid" -limit "$limit" \
+            timeout 900 "$LOADGEN" "$sc" -peer "$peer" -rep "$rep" -target "$target" -pid "$pid" -limit "$limit" -rate "$rate" -burst "$burst" \
                 ${ARGS_OF[$sc]} >>"$OUT/results.jsonl" 2> >(tee -a "$OUT/run.log" >&2) &
             LOADGEN_PID=$!
             if ! wait "$LOADGEN_PID"; then

@@ -94,6 +94,10 @@ func TestProblemClasses(t *testing.T) {
 		{"compose-problems.yml", "traefik.tcp.routers.tls.rule", "add tls.passthrough=true", SeverityError, 16, true},
 		{"consul-services.json", "traefik.tcp.middlewares.limit.inflightconn.amout", "unknown key", SeverityError, 22, true},
 		{"consul-services.json", "", "port is missing", SeverityError, 25, true},
+		{"ratelimit.yml", "tcp.middlewares.nobucket.rateLimit.burst", "burst 0 is less than 1", SeverityWarning, 18, true},
+		{"ratelimit.yml", "tcp.middlewares.nolimit.rateLimit", "average is 0: no connection is rate-limited", SeverityWarning, 20, true},
+		{"ratelimit.yml", "tcp.middlewares.never.rateLimit.period", "period 0s is not positive", SeverityError, 25, true},
+		{"ratelimit-negative.labels", "traefik.tcp.middlewares.rate.ratelimit.average", "average -5 is negative", SeverityError, 3, true},
 	} {
 		rep := Files([]string{filepath.Join(goldenDir, tc.file)}, DefaultOptions())
 		if rep.Failed() != tc.exit {

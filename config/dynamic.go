@@ -140,6 +140,7 @@ type TCPWRRService struct {
 type TCPMiddleware struct {
 	InFlightConn *TCPInFlightConn `json:"inFlightConn,omitempty" toml:"inFlightConn,omitempty" yaml:"inFlightConn,omitempty" export:"true"`
 	IPAllowList  *TCPIPAllowList  `json:"ipAllowList,omitempty" toml:"ipAllowList,omitempty" yaml:"ipAllowList,omitempty" export:"true"`
+	RateLimit    *TCPRateLimit    `json:"rateLimit,omitempty" toml:"rateLimit,omitempty" yaml:"rateLimit,omitempty" export:"true"`
 }
 
 // TCPInFlightConn limits simultaneous connections per client IP.
@@ -158,6 +159,26 @@ type TCPIPAllowList struct {
 	SourceRange []string `json:"sourceRange,omitempty" toml:"sourceRange,omitempty" yaml:"sourceRange,omitempty"`
 }
 
+// TCPRateLimit limits the rate of new connections per client IP: a token
+// bucket of Burst connections per IP, refilled with Average connections per
+// Period (Traefik's HTTP rateLimit, counted in connections). Its ranges are
+// middleware/ratelimit's to judge.
+type TCPRateLimit struct {
+	// Average is the connections per Period one client IP may open in the
+	// long run. 0 means no limit, as in Traefik.
+	Average int64 `json:"average,omitempty" toml:"average,omitempty" yaml:"average,omitempty" export:"true"`
+	// Period is the time Average is counted over; nil means 1 s.
+	Period *Duration `json:"period,omitempty" toml:"period,omitempty" yaml:"period,omitempty" export:"true"`
+	// Burst is the bucket's size: the connections one client IP may open at
+	// once after a quiet spell; nil means 1, as in Traefik.
+	Burst *int64 `json:"burst,omitempty" toml:"burst,omitempty" yaml:"burst,omitempty" export:"true"`
+	// DryRun counts would-be rejections without closing anything (tollgate extension).
+	DryRun bool `json:"dryRun,omitempty" toml:"dryRun,omitempty" yaml:"dryRun,omitempty" export:"true"`
+	// IPv6Subnet, when set, keys IPv6 clients by their prefix of that many bits
+	// (tollgate extension). IPv4 clients are always keyed by address.
+	IPv6Subnet *int `json:"ipv6Subnet,omitempty" toml:"ipv6Subnet,omitempty" yaml:"ipv6Subnet,omitempty" export:"true"`
+}
+
 // Kind names the single middleware type set in m, or returns an error when
 // none or several are set.
 func (m *TCPMiddleware) Kind() (string, error) {
@@ -168,9 +189,12 @@ func (m *TCPMiddleware) Kind() (string, error) {
 	if m.IPAllowList != nil {
 		kinds = append(kinds, "ipAllowList")
 	}
+	if m.RateLimit != nil {
+		kinds = append(kinds, "rateLimit")
+	}
 	switch len(kinds) {
 	case 0:
-		return "", errors.New("middleware has no type: set inFlightConn or ipAllowList")
+		return "", errors.New("middleware has no type: set inFlightConn, ipAllowList or rateLimit")
 	case 1:
 		return kinds[0], nil
 	default:

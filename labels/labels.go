@@ -327,8 +327,11 @@ func explain(key string, err error) error {
 	switch {
 	case strings.Contains(msg, "cannot be a standalone element"):
 		hint := "set one of its fields"
-		if strings.HasSuffix(strings.ToLower(key), ".inflightconn") {
+		switch lk := strings.ToLower(key); {
+		case strings.HasSuffix(lk, ".inflightconn"):
 			hint = "set " + key + ".amount"
+		case strings.HasSuffix(lk, ".ratelimit"):
+			hint = "set " + key + ".average"
 		}
 		return fmt.Errorf("%w: %s", err, hint)
 	case strings.Contains(msg, "field not found"):

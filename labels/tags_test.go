@@ -106,3 +106,19 @@ func TestTagsToLabelsThenDecode(t *testing.T) {
 		t.Fatalf("middleware test-inflightconn = %+v, want inFlightConn amount 10", mw)
 	}
 }
+
+// Consul tags carry rateLimit like labels (the same decoder).
+func TestTagsRateLimit(t *testing.T) {
+	conf, err := Decode(TagsToLabels([]string{
+		"traefik.tcp.middlewares.rl.ratelimit.average=100",
+		"traefik.tcp.middlewares.rl.ratelimit.period=1m",
+		"traefik.tcp.middlewares.rl.ratelimit.burst=50",
+	}, "traefik"))
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	rl := conf.TCP.Middlewares["rl"].RateLimit
+	if rl == nil || rl.Average != 100 || rl.Period == nil || rl.Period.String() != "1m0s" || rl.Burst == nil || *rl.Burst != 50 {
+		t.Fatalf("rateLimit = %+v, want average 100 per 1m, burst 50", rl)
+	}
+}

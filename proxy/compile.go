@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
 	"github.com/tollgate-proxy/tollgate/middleware/ipallowlist"
+	"github.com/tollgate-proxy/tollgate/middleware/ratelimit"
 	"github.com/tollgate-proxy/tollgate/proxy/rule"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
@@ -136,6 +137,17 @@ func (c *compiler) middleware(name string) {
 			info.addWarning("inFlightConn.amount", warn)
 		}
 		info.limiter = l
+		c.mws[name] = mw
+	case "rateLimit":
+		mw, l, warn, err := ratelimit.New(name, m.RateLimit, &c.st.RateLimiters, c.log)
+		if err != nil {
+			info.addFieldError(err)
+			return
+		}
+		if warn != nil {
+			info.addWarning(config.FieldOf(warn), warn.Error())
+		}
+		info.rateLimiter = l
 		c.mws[name] = mw
 	case "ipAllowList":
 		mw, notes, err := ipallowlist.New(m.IPAllowList, c.st.AllowCounters(name))

@@ -11,7 +11,8 @@ import (
 // Every compile error says which field it is about, so that tollgate check
 // places it on a key without reading its words.
 func TestCompileErrorsNameTheirField(t *testing.T) {
-	neg, bits := int64(-1), 200
+	neg, bits, zeroBurst := int64(-1), 200, int64(0)
+	zeroPeriod := config.Duration(0)
 	cfg := &config.TCPConfiguration{
 		Routers: map[string]*config.TCPRouter{
 			"norule":  {Service: "s"},
@@ -33,6 +34,11 @@ func TestCompileErrorsNameTheirField(t *testing.T) {
 			"zero": {InFlightConn: &config.TCPInFlightConn{Amount: 0}},
 			"cidr": {IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"10.0.0.0/8", "10.0.0.0/33"}}},
 			"host": {IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"127.0.0.9/8"}}},
+			"rneg": {RateLimit: &config.TCPRateLimit{Average: neg}},
+			"rper": {RateLimit: &config.TCPRateLimit{Average: 1, Period: &zeroPeriod}},
+			"rbit": {RateLimit: &config.TCPRateLimit{Average: 1, IPv6Subnet: &bits}},
+			"ravg": {RateLimit: &config.TCPRateLimit{}},
+			"rbur": {RateLimit: &config.TCPRateLimit{Average: 1, Burst: &zeroBurst}},
 		},
 	}
 	_, rt := Compile(cfg, []string{"tcp"}, NewState(zerolog.Nop()), zerolog.Nop())
@@ -54,9 +60,20 @@ func TestCompileErrorsNameTheirField(t *testing.T) {
 		{&rt.Middlewares["zero"].ResourceStatus, "inFlightConn.amount"},
 		{&rt.Middlewares["cidr"].ResourceStatus, "ipAllowList.sourceRange[1]"},
 		{&rt.Middlewares["host"].ResourceStatus, "ipAllowList.sourceRange[0]"},
+		{&rt.Middlewares["rneg"].ResourceStatus, "rateLimit.average"},
+		{&rt.Middlewares["rper"].ResourceStatus, "rateLimit.period"},
+		{&rt.Middlewares["rbit"].ResourceStatus, "rateLimit.ipv6Subnet"},
+		{&rt.Middlewares["ravg"].ResourceStatus, "rateLimit.average"},
+		{&rt.Middlewares["rbur"].ResourceStatus, "rateLimit.burst"},
 	} {
 		if len(tc.st.Err) == 0 || tc.st.ErrorField(0) != tc.field {
 			t.Errorf("errors %q: field %q, want %q", tc.st.Err, tc.st.ErrorField(0), tc.field)
+		}
+	}
+	for name, status := range map[string]string{"rneg": StatusDisabled, "rper": StatusDisabled, "rbit": StatusDisabled, "ravg": StatusWarning, "rbur": StatusWarning} {
+		mi := rt.Middlewares[name]
+		if mi.Status != status || mi.Type != "RateLimit" || (status == StatusWarning) != (mi.LiveRateLimiter() != nil) {
+			t.Errorf("%s: status %s type %q limiter %v, want %s RateLimit", name, mi.Status, mi.Type, mi.LiveRateLimiter() != nil, status)
 		}
 	}
 }

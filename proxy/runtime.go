@@ -9,6 +9,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
 	"github.com/tollgate-proxy/tollgate/middleware/ipallowlist"
+	"github.com/tollgate-proxy/tollgate/middleware/ratelimit"
 )
 
 // Resource statuses, as in Traefik's API.
@@ -75,19 +76,26 @@ type ServiceInfo struct {
 }
 
 // MiddlewareInfo is a middleware's configuration with what compiling it found
-// and, for inFlightConn, its live limiter state.
+// and, for inFlightConn and rateLimit, its live limiter state.
 type MiddlewareInfo struct {
 	*config.TCPMiddleware
 	ResourceStatus
 	UsedBy  []string            `json:"usedBy,omitempty"`
 	Type    string              `json:"type,omitempty"`
 	Limiter *inflightconn.State `json:"inFlight,omitempty"`
+	// RateLimiter is a rateLimit middleware's live state ("rateLimit" is its
+	// configuration, from the embedded TCPMiddleware).
+	RateLimiter *ratelimit.State `json:"rateLimitState,omitempty"`
 
-	limiter *inflightconn.Limiter
+	limiter     *inflightconn.Limiter
+	rateLimiter *ratelimit.Limiter
 }
 
 // LiveLimiter returns the limiter behind an inFlightConn middleware, or nil.
 func (m *MiddlewareInfo) LiveLimiter() *inflightconn.Limiter { return m.limiter }
+
+// LiveRateLimiter returns the limiter behind a rateLimit middleware, or nil.
+func (m *MiddlewareInfo) LiveRateLimiter() *ratelimit.Limiter { return m.rateLimiter }
 
 // Runtime is what one Compile produced: every resource with its status, keyed
 // by qualified name. It is immutable once published.
@@ -101,7 +109,8 @@ type Runtime struct {
 // service counters, router gauges. Compile looks them up by qualified name.
 // The zero value is not usable: use NewState.
 type State struct {
-	Limiters inflightconn.Registry
+	Limiters     inflightconn.Registry
+	RateLimiters ratelimit.Registry
 
 	health healthRegistry // load balancers' health checkers, by service (health.go)
 

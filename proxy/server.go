@@ -107,13 +107,17 @@ func (s *Server) Apply(cfg *config.TCPConfiguration) *Runtime {
 		ep.SetTable(tables[name])
 	}
 	s.rt.Store(rt)
-	keep := map[string]bool{}
+	keep, keepRate := map[string]bool{}, map[string]bool{}
 	for name, mi := range rt.Middlewares {
 		if mi.limiter != nil {
 			keep[name] = true
 		}
+		if mi.rateLimiter != nil {
+			keepRate[name] = true
+		}
 	}
 	s.state.Limiters.Sweep(keep)
+	s.state.RateLimiters.Sweep(keepRate)
 	keepCaps := map[string]bool{}
 	for name, si := range rt.Services {
 		if si.TCPService != nil && si.LoadBalancer != nil && capped(si.LoadBalancer) {

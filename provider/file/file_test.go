@@ -295,3 +295,29 @@ func TestDecodeErrorNamesFileAndLine(t *testing.T) {
 		})
 	}
 }
+
+// rateLimit in YAML and TOML: a period as a duration or a number of seconds,
+// burst and period left out when not written (the middleware's defaults).
+func TestDecodeRateLimit(t *testing.T) {
+	for _, tc := range []struct{ content, ext, period string }{
+		{"tcp:\n  middlewares:\n    m:\n      rateLimit:\n        average: 100\n        period: 1m\n        burst: 50\n", ".yml", "1m0s"},
+		{"[tcp.middlewares.m.rateLimit]\n  average = 100\n  period = \"1m\"\n  burst = 50\n", ".toml", "1m0s"},
+		{"[tcp.middlewares.m.rateLimit]\n  average = 100\n  period = 10\n  burst = 50\n", ".toml", "10s"},
+	} {
+		d, err := DecodeContent(tc.content, tc.ext, "dyn"+tc.ext)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.content, err)
+		}
+		rl := d.TCP.Middlewares["m"].RateLimit
+		if rl == nil || rl.Average != 100 || rl.Period == nil || rl.Period.String() != tc.period || rl.Burst == nil || *rl.Burst != 50 {
+			t.Fatalf("%q: rateLimit %+v, want average 100 per %s, burst 50", tc.content, rl, tc.period)
+		}
+	}
+	d, err := DecodeContent("tcp:\n  middlewares:\n    m:\n      rateLimit:\n        average: 5\n", ".yml", "dyn.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rl := d.TCP.Middlewares["m"].RateLimit; rl.Period != nil || rl.Burst != nil {
+		t.Fatalf("unwritten period and burst decoded as %v, %v; want nil (the middleware's defaults, 1s and 1)", rl.Period, rl.Burst)
+	}
+}

@@ -288,6 +288,22 @@ func copyMiddleware(m *config.TCPMiddleware) *config.TCPMiddleware {
 	if m.IPAllowList != nil {
 		out.IPAllowList = &config.TCPIPAllowList{SourceRange: append([]string(nil), m.IPAllowList.SourceRange...)}
 	}
+	if m.RateLimit != nil {
+		rl := *m.RateLimit
+		if rl.Period != nil {
+			v := *rl.Period
+			rl.Period = &v
+		}
+		if rl.Burst != nil {
+			v := *rl.Burst
+			rl.Burst = &v
+		}
+		if rl.IPv6Subnet != nil {
+			v := *rl.IPv6Subnet
+			rl.IPv6Subnet = &v
+		}
+		out.RateLimit = &rl
+	}
 	return out
 }
 

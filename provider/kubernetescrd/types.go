@@ -11,7 +11,8 @@ import (
 
 // MiddlewareTCP is one traefik.io/v1alpha1 MiddlewareTCP as build reads it.
 // Spec decodes straight into tollgate's middleware type: the CRD's field names
-// (inFlightConn.amount, ipAllowList.sourceRange) are Traefik's, as are
+// (inFlightConn.amount, ipAllowList.sourceRange, and rateLimit's average,
+// period, burst from Traefik's HTTP Middleware) are Traefik's, as are
 // config's.
 type MiddlewareTCP struct {
 	Namespace string               `json:"namespace"`

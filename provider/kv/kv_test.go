@@ -317,3 +317,28 @@ func FuzzBuild(f *testing.F) {
 		}
 	})
 }
+
+// A rateLimit block in a KV store decodes through the same config types as
+// a file (the period a duration or a number of seconds); its ranges are the
+// middleware's to judge, so a negative average decodes as written.
+func TestBuildRateLimit(t *testing.T) {
+	res := Build([]Pair{
+		{"traefik/tcp/middlewares/rl/rateLimit/average", "100"},
+		{"traefik/tcp/middlewares/rl/rateLimit/period", "1m"},
+		{"traefik/tcp/middlewares/rl/rateLimit/burst", "20"},
+		{"traefik/tcp/middlewares/secs/rateLimit/average", "-5"},
+		{"traefik/tcp/middlewares/secs/rateLimit/period", "10"},
+		{"traefik/tcp/middlewares/secs/rateLimit/dryRun", "true"},
+	}, Options{})
+	if len(res.Problems) != 0 {
+		t.Fatalf("problems: %+v", res.Problems)
+	}
+	rl := res.Configuration.TCP.Middlewares["rl"].RateLimit
+	if rl == nil || rl.Average != 100 || rl.Period == nil || time.Duration(*rl.Period) != time.Minute || rl.Burst == nil || *rl.Burst != 20 {
+		t.Fatalf("rl: %s", dump(rl))
+	}
+	secs := res.Configuration.TCP.Middlewares["secs"].RateLimit
+	if secs == nil || secs.Average != -5 || secs.Period == nil || time.Duration(*secs.Period) != 10*time.Second || !secs.DryRun || secs.Burst != nil {
+		t.Fatalf("secs: %s", dump(secs))
+	}
+}

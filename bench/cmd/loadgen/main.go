@@ -28,6 +28,8 @@ type common struct {
 	rep         int
 	pid         int
 	limit       int
+	rate        int64 // per-IP connections per second the peer admits in the long run; 0 = no rate limit
+	burst       int   // the peer's per-IP burst, with rate
 	dialTimeout time.Duration
 }
 
@@ -37,6 +39,8 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.rep, "rep", 1, "repetition number recorded with the result")
 	fs.IntVar(&c.pid, "pid", 0, "proxy PID: CPU and memory are summed over its process tree; 0 = no proxy process")
 	fs.IntVar(&c.limit, "limit", 0, "per-IP connection limit the peer enforces; 0 = none (direct)")
+	fs.Int64Var(&c.rate, "rate", 0, "per-IP connection rate (per second) the peer enforces; 0 = none")
+	fs.IntVar(&c.burst, "burst", 0, "per-IP burst the peer allows on top of -rate")
 	fs.DurationVar(&c.dialTimeout, "dial-timeout", 2*time.Second, "TCP connect timeout")
 }
 
@@ -66,6 +70,7 @@ var scenarios = map[string]scenario{
 	"rr":          {"persistent connections doing small request/response round trips", rrCmd},
 	"limit-exact": {"per-IP limit is exact and independent per IP; slot release time after close", limitExactCmd},
 	"flood":       {"victim conn rate with and without attacker IPs dialing in a tight loop", floodCmd},
+	"reconnect":   {"attackers reconnecting in a tight loop, one connection at a time, beside paced victims", reconnectCmd},
 	"throughput":  {"parallel full-duplex bulk streams: MB/s and proxy CPU per GB", throughputCmd},
 	"idle-memory": {"proxy RSS per idle proxied connection", idleMemoryCmd},
 	"ip-spray":    {"proxy RSS growth across rounds of fresh client IPs", ipSprayCmd},

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestParseStraceSummary(t *testing.T) {
@@ -111,5 +112,29 @@ func TestIPRange(t *testing.T) {
 	}
 	if _, err := ipRange("10.0.0.1", 1); err == nil {
 		t.Error("non-loopback base: want an error")
+	}
+}
+
+func TestMaxInWindow(t *testing.T) {
+	ms := func(xs ...int) []time.Duration {
+		out := make([]time.Duration, len(xs))
+		for i, x := range xs {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		ts   []time.Duration
+		want int
+	}{
+		{nil, 0},
+		{ms(0), 1},
+		{ms(0, 999), 2},
+		{ms(0, 1000), 1},                        // the window is half-open: [t, t+1s)
+		{ms(0, 0, 0, 500, 1200, 1300, 1400), 4}, // 500..1400 holds 4
+	} {
+		if got := maxInWindow(tc.ts, time.Second); got != tc.want {
+			t.Errorf("%v: %d, want %d", tc.ts, got, tc.want)
+		}
 	}
 }

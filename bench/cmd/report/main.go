@@ -73,6 +73,17 @@ var rows = []row{
 	{"flood", "attacker_max_concurrent_per_ip", "flood: attacker peak concurrent per IP", "%.0f"},
 	{"flood", "pass", "flood: peak <= N", ""},
 
+	{"reconnect", "attacker_attempts_per_s", "reconnect: attacker attempts/s (one conn at a time per IP)", "%.0f"},
+	{"reconnect", "attacker_admitted_per_s_per_ip", "reconnect: attacker conns reaching the backend/s per IP", "%.1f"},
+	{"reconnect", "attacker_max_per_period_per_ip", "reconnect: attacker max in any 1 s per IP", "%.0f"},
+	{"reconnect", "attacker_bound_per_period", "reconnect: bound per 1 s (rate+burst)", "%.0f"},
+	{"reconnect", "victim_baseline_conns_per_s", "reconnect: victim conns/s, no attack", "%.0f"},
+	{"reconnect", "victim_cps_ratio", "reconnect: victim rate under attack / without", "%.2f"},
+	{"reconnect", "victim_attack_p99_ms", "reconnect: victim p99 ms under attack", "%.2f"},
+	{"reconnect", "victim_attack_errors", "reconnect: victim errors under attack", "%.0f"},
+	{"reconnect", "proxy_cpu_us_per_attempt", "reconnect: proxy CPU µs/attempt", "%.1f"},
+	{"reconnect", "pass", "reconnect: within the bound, victims unaffected", ""},
+
 	{"throughput", "mb_per_s", "throughput: MB/s echoed", "%.0f"},
 	{"throughput", "proxy_cpu_s_per_gb", "throughput: proxy CPU s/GB", "%.3f"},
 	{"throughput", "errors", "throughput: errors", "%.0f"},
@@ -101,7 +112,8 @@ var noRatio = map[string]bool{
 	"errors": true, "host_cpu_busy_pct": true, "a_admitted": true, "b_admitted": true,
 	"over_admitted_after_release": true, "victim_flood_errors": true, "attacker_max_concurrent_per_ip": true,
 	"admitted": true, "failed": true, "ips_total": true, "r1_growth_kib": true, "later_growth_kib": true,
-	"bytes_per_new_ip_after_r1": true,
+	"bytes_per_new_ip_after_r1": true, "attacker_max_per_period_per_ip": true, "attacker_bound_per_period": true,
+	"victim_attack_errors": true,
 }
 
 func main() {
