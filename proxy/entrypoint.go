@@ -120,6 +120,11 @@ func newEntryPoint(name string, cfg *config.EntryPoint, fd int, bound netip.Addr
 	return e, nil
 }
 
+// CloseListener closes the listening socket (this process's descriptor of
+// it) once it is out of the loops: after Server.StopAccepting, when the
+// process it was handed to does not serve it.
+func (e *EntryPoint) CloseListener() { e.closeListener() }
+
 func (e *EntryPoint) closeListener() {
 	e.closeOnce.Do(func() { _ = unix.Close(e.lfd) })
 }

@@ -11,6 +11,7 @@
 package upgrade
 
 import (
+	"errors"
 	"sync/atomic"
 )
 
@@ -50,3 +51,90 @@ type Counts struct {
 	Keys        atomic.Int64
 	Connections atomic.Int64
 }
+
+// View is Stats as the API shows them (GET /api/process).
+type View struct {
+	PID        int    `json:"pid"`
+	Generation uint64 `json:"generation"`
+	// State: "serving", "upgrading" (a new process is starting), or
+	// "draining" (handed over: serving its last connections).
+	State          string        `json:"state"`
+	PredecessorPID int64         `json:"predecessorPid,omitempty"`
+	SuccessorPID   int64         `json:"successorPid,omitempty"`
+	Received       *ReceivedView `json:"received,omitempty"`
+	Sent           *SentView     `json:"sent,omitempty"`
+	Upgrades       UpgradesView  `json:"upgrades"`
+}
+
+// ReceivedView is what this process took over from its predecessor.
+type ReceivedView struct {
+	CountsView
+	ReleasesReceived  int64 `json:"releasesReceived"`
+	ReleasesUnmatched int64 `json:"releasesUnmatched"`
+	AcquiresAnswered  int64 `json:"acquiresAnswered"`
+	Outstanding       int64 `json:"outstanding"`
+	ReleasedAtEnd     int64 `json:"releasedAtEnd"`
+	PredecessorDone   bool  `json:"predecessorDone"`
+	PredecessorLost   bool  `json:"predecessorLost"`
+}
+
+// SentView is what this process handed to its successor.
+type SentView struct {
+	CountsView
+	ReleasesForwarded int64 `json:"releasesForwarded"`
+	AcquiresAsked     int64 `json:"acquiresAsked"`
+	AcquiresGranted   int64 `json:"acquiresGranted"`
+}
+
+// CountsView is a snapshot's size.
+type CountsView struct {
+	Limiters    int64 `json:"limiters"`
+	Keys        int64 `json:"keys"`
+	Connections int64 `json:"connections"`
+}
+
+// UpgradesView counts the upgrades this process attempted.
+type UpgradesView struct {
+	Attempts  int64  `json:"attempts"`
+	Failures  int64  `json:"failures"`
+	LastError string `json:"lastError,omitempty"`
+}
+
+func (c *Counts) view() CountsView {
+	return CountsView{c.Limiters.Load(), c.Keys.Load(), c.Connections.Load()}
+}
+
+// View returns the counters now; state is the process's state word.
+func (s *Stats) View(pid int, state string) View {
+	v := View{PID: pid, Generation: s.Generation.Load(), State: state,
+		PredecessorPID: s.PredecessorPID.Load(), SuccessorPID: s.SuccessorPID.Load(),
+		Upgrades: UpgradesView{Attempts: s.Attempts.Load(), Failures: s.Failures.Load()}}
+	if e := s.LastError.Load(); e != nil {
+		v.Upgrades.LastError = *e
+	}
+	if v.PredecessorPID != 0 {
+		v.Received = &ReceivedView{CountsView: s.Received.view(), ReleasesReceived: s.ReleasesReceived.Load(),
+			ReleasesUnmatched: s.ReleasesUnmatched.Load(), AcquiresAnswered: s.AcquiresAnswered.Load(),
+			Outstanding: s.Outstanding.Load(), ReleasedAtEnd: s.ReleasedAtEnd.Load(),
+			PredecessorDone: s.PredecessorDone.Load(), PredecessorLost: s.PredecessorLost.Load()}
+	}
+	if v.SuccessorPID != 0 {
+		v.Sent = &SentView{CountsView: s.Sent.view(), ReleasesForwarded: s.ReleasesForwarded.Load(),
+			AcquiresAsked: s.AcquiresAsked.Load(), AcquiresGranted: s.AcquiresGranted.Load()}
+	}
+	return v
+}
+
+// Result is a successful upgrade, as POST /api/upgrade answers it.
+type Result struct {
+	PID         int    `json:"pid"`         // the new process, serving now
+	Generation  uint64 `json:"generation"`  // the new process's
+	PreviousPID int    `json:"previousPid"` // this one, draining
+	// Handed over: the inFlightConn counts the new process took.
+	Limiters    int64 `json:"limiters"`
+	Keys        int64 `json:"keys"`
+	Connections int64 `json:"connections"`
+}
+
+// ErrBusy: an upgrade is already under way, or this process has handed over.
+var ErrBusy = errors.New("upgrade refused")
