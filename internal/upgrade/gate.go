@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Gate is a net.Listener for a Go server (the admin API) that a handover
@@ -88,5 +90,24 @@ func (g *Gate) Close() error {
 // Addr is the socket's address.
 func (g *Gate) Addr() net.Addr { return g.ln.Addr() }
 
-// File returns a duplicate of the socket's descriptor, for the new process.
-func (g *Gate) File() (*os.File, error) { return g.ln.File() }
+// File returns a duplicate of the socket's descriptor, for the new
+// process. Not net.TCPListener.File: that one leaves the socket (shared by
+// the duplicate) in blocking mode, and this process's Accept would then
+// block in the kernel where Pause cannot wake it.
+func (g *Gate) File() (*os.File, error) {
+	rc, err := g.ln.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var f *os.File
+	cerr := rc.Control(func(fd uintptr) {
+		var dup int
+		if dup, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 3); err == nil {
+			f = os.NewFile(uintptr(dup), "listener")
+		}
+	})
+	if cerr != nil {
+		return nil, cerr
+	}
+	return f, err
+}

@@ -137,7 +137,16 @@ func Start(c Command, hello Hello, files []*os.File, st *Stats) (*Successor, err
 		Stderr:     os.Stderr,
 		ExtraFiles: extra,
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	// The listeners are this process's too, and its loops accept without
+	// blocking: whatever starting a process did to the shared file status
+	// flags, they stay non-blocking.
+	for _, f := range files {
+		if rc, e := f.SyscallConn(); e == nil {
+			_ = rc.Control(func(fd uintptr) { _ = unix.SetNonblock(int(fd), true) })
+		}
+	}
+	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("starting %s: %w", c.Path, err)
 	}
