@@ -446,7 +446,7 @@ func TestUpgradeTenInARow(t *testing.T) {
 		}
 		pids = append(pids, r.PID)
 		time.Sleep(30 * time.Millisecond) // each generation serves some of the load
-		if i%3 == 2 { // some drains end while later upgrades happen
+		if i%3 == 2 {                     // some drains end while later upgrades happen
 			itest.CloseAll(heldAll)
 			heldAll = nil
 		}
@@ -530,4 +530,3 @@ func TestUpgradeNotifiesSystemd(t *testing.T) {
 	default:
 	}
 }
-
