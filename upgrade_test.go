@@ -446,7 +446,8 @@ func TestUpgradeTenInARow(t *testing.T) {
 		}
 		pids = append(pids, r.PID)
 		time.Sleep(30 * time.Millisecond) // each generation serves some of the load
-		if i%3 == 2 {                     // some drains end while later upgrades happen
+		// Some drains end while later upgrades happen, some after.
+		if i%3 == 2 {
 			itest.CloseAll(heldAll)
 			heldAll = nil
 		}
@@ -528,5 +529,66 @@ func TestUpgradeNotifiesSystemd(t *testing.T) {
 	case m := <-msgs:
 		t.Fatalf("unexpected notify message %q", m)
 	default:
+	}
+}
+
+// A connection the old process accepted before the handover but that
+// reaches the limiter after it (it was still reading its PROXY header) is
+// decided by the new process, which holds the budget: a client at its
+// limit is refused, another is admitted and counted there, and its close
+// is released there.
+func TestUpgradeDecidesLateConnectionsInTheNewProcess(t *testing.T) {
+	g, ep, _ := startUpgradable(t, "", 1, "--entryPoints.db.proxyProtocol.trustedIPs=127.0.0.1/32",
+		"--entryPoints.db.transport.respondingTimeouts.serverFirstTimeout=0")
+	proxied := func() net.Conn {
+		c, err := net.DialTimeout("tcp", ep, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	header := func(c net.Conn, client string) {
+		if _, err := fmt.Fprintf(c, "PROXY TCP4 %s 127.0.0.1 1111 2222\r\n", client); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := proxied()
+	header(a, "10.9.9.9")
+	if !itest.Echoes(a) {
+		t.Fatal("the first connection of 10.9.9.9 was not forwarded")
+	}
+	// Accepted by the old process, silent until after the handover.
+	accepted := func() uint64 {
+		var eps []struct {
+			Accepted uint64 `json:"acceptedTotal"`
+		}
+		g.GetJSON(t, "/api/entrypoints", &eps)
+		return eps[0].Accepted
+	}
+	before := accepted()
+	b, c := proxied(), proxied()
+	itest.Eventually(t, 2*time.Second, func() bool { return accepted() == before+2 }, "the old process did not accept the two silent connections")
+	mustUpgrade(t, g.API)
+	header(b, "10.9.9.9")
+	header(c, "10.9.9.8")
+	if itest.Echoes(b) {
+		t.Fatal("10.9.9.9, at its limit through the old process, got a second connection decided after the handover")
+	}
+	if !itest.Echoes(c) {
+		t.Fatal("10.9.9.8 was refused a first connection decided after the handover")
+	}
+	if clientCount(t, g.API, "10.9.9.8") != 1 {
+		t.Fatal("the new process does not count the connection it granted to the old one")
+	}
+	d := proxied()
+	header(d, "10.9.9.8")
+	if itest.Echoes(d) {
+		t.Fatal("the new process admitted 10.9.9.8 beyond amount 1")
+	}
+	c.Close()
+	itest.Eventually(t, 2*time.Second, func() bool { return clientCount(t, g.API, "10.9.9.8") == 0 }, "the granted connection's close was not released in the new process")
+	if v := processView(t, g.API); v.Received == nil || v.Received.AcquiresAnswered != 2 {
+		t.Fatalf("handover view: %+v", v.Received)
 	}
 }
