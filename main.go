@@ -326,8 +326,12 @@ loop:
 			case <-drain.Done():
 				return
 			case sig := <-sigs:
-				if sig == syscall.SIGHUP || sig == syscall.SIGUSR2 {
-					log.Info().Str("signal", sig.String()).Msg("signal while draining: ignored")
+				if sig == syscall.SIGHUP {
+					log.Info().Msg("SIGHUP while draining: ignored")
+					continue
+				}
+				if sig == syscall.SIGUSR2 {
+					log.Info().Msg("SIGUSR2 while draining: ignored (no upgrade)")
 					continue
 				}
 				log.Warn().Str("signal", sig.String()).Msg("second signal: closing the connections still draining and exiting now")
