@@ -349,6 +349,7 @@ func (s *Successor) markDead() {
 	s.pending = map[uint32]func(bool){}
 	s.queue, s.acq = nil, nil
 	s.mu.Unlock()
+	s.kick() // the writer ends
 	for _, done := range pending {
 		done(false)
 	}
