@@ -37,6 +37,10 @@ import (
 	"github.com/tollgate-proxy/tollgate/provider/docker"
 	"github.com/tollgate-proxy/tollgate/provider/file"
 	"github.com/tollgate-proxy/tollgate/provider/kubernetescrd"
+	kvconsul "github.com/tollgate-proxy/tollgate/provider/kv/consul"
+	kvetcd "github.com/tollgate-proxy/tollgate/provider/kv/etcd"
+	kvredis "github.com/tollgate-proxy/tollgate/provider/kv/redis"
+	kvzookeeper "github.com/tollgate-proxy/tollgate/provider/kv/zookeeper"
 	"github.com/tollgate-proxy/tollgate/provider/swarm"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
@@ -730,8 +734,8 @@ func serveAdmin(as admins, up *upgrader, log zerolog.Logger) {
 	}
 }
 
-// labelProviders builds the Docker, Consul Catalog, Kubernetes CRD and
-// Docker Swarm providers that the static configuration enables. A new provider (Swarm,
+// labelProviders builds the Docker, Consul Catalog, Kubernetes CRD, Docker
+// Swarm and KV store providers that the static configuration enables. A new provider (Swarm,
 // KV) is one more case here (ARCHITECTURE.md).
 func labelProviders(cfg *config.Providers, log zerolog.Logger) ([]provider.Provider, error) {
 	var out []provider.Provider
@@ -759,6 +763,31 @@ func labelProviders(cfg *config.Providers, log zerolog.Logger) ([]provider.Provi
 	}
 	if c := cfg.Swarm; c != nil {
 		if err := add(swarm.New(c, log)); err != nil {
+			return nil, err
+		}
+	}
+	// KV stores: one provider each (Consul: one per namespace).
+	if c := cfg.Consul; c != nil {
+		ps, err := kvconsul.New(c, log)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			out = append(out, p)
+		}
+	}
+	if c := cfg.Etcd; c != nil {
+		if err := add(kvetcd.New(c, log)); err != nil {
+			return nil, err
+		}
+	}
+	if c := cfg.Redis; c != nil {
+		if err := add(kvredis.New(c, log)); err != nil {
+			return nil, err
+		}
+	}
+	if c := cfg.ZooKeeper; c != nil {
+		if err := add(kvzookeeper.New(c, log)); err != nil {
 			return nil, err
 		}
 	}

@@ -99,6 +99,10 @@ type Options struct {
 	ExposedByDefault bool
 	// Prefix is the Consul Catalog tag prefix ("traefik" when empty).
 	Prefix string
+	// RootKey is the KV providers' root key ("traefik" when empty), and
+	// KVProvider the store a dump of `key value` lines is qualified with
+	// (DefaultKVProvider when empty; a `consul kv export` is @consul).
+	RootKey, KVProvider string
 }
 
 // DefaultOptions are the providers' defaults.
@@ -114,6 +118,7 @@ type origin struct {
 	doc     *yaml.Node          // YAML document, for file inputs
 	toml    decodeerr.TOMLIndex // where TOML keys are, for TOML file inputs
 	isFile  bool                // a dynamic file (else labels or tags)
+	isKV    bool                // a KV store dump (labels holds its keys)
 }
 
 // labelLine is one label with the line it was read from (0 when unknown).
@@ -163,6 +168,7 @@ type checker struct {
 	containers []docker.Container
 	instances  []consulcatalog.Instance
 	services   []swarm.Service // from stack files' deploy.labels (swarm.go)
+	kvDumps    []kvDump        // KV store dumps (kv.go)
 	inputs     map[string]origin
 	// after the builds: per provider, which inputs defined each resource
 	definedBy map[string]map[provider.Resource][]string
@@ -236,8 +242,16 @@ func (c *checker) file(path string) {
 			c.add(Problem{File: path, Severity: SeverityError, Message: "not JSON: " + err.Error(), DisablesRouter: true})
 			return
 		}
+		if isKVExport(&doc) {
+			c.kvExport(path, &doc)
+			return
+		}
 		c.consul(path, &doc)
 	default:
+		if isKVLines(string(content)) {
+			c.kvLines(path, string(content))
+			return
+		}
 		c.labelFile(path, string(content))
 	}
 }
@@ -292,6 +306,7 @@ func (c *checker) build() map[string]*config.Dynamic {
 			c.buildProblem(consulcatalog.Name, "service", p)
 		}
 	}
+	c.buildKV(configs)
 	return configs
 }
 
@@ -427,7 +442,10 @@ func (c *checker) resourceProblem(kind, qname, status, field, msg string, disabl
 	}
 	p := Problem{File: o.file, Service: o.service, Resource: qname, Severity: sev, Message: msg, DisablesRouter: disables}
 	bare, _, _ := strings.Cut(qname, "@")
-	c.locate(&p, o, kind, bare, listIndex.ReplaceAllString(field, ""))
+	if !o.isKV { // a KV store has a key per list element
+		field = listIndex.ReplaceAllString(field, "")
+	}
+	c.locate(&p, o, kind, bare, field)
 	if p.Key == "" && p.Line == 0 {
 		p.Line = o.line // an automatic service: no label of its own
 	}
@@ -442,6 +460,10 @@ var listIndex = regexp.MustCompile(`\[\d+\]`)
 // resource kind/name ("routers", "r") at origin o.
 func (c *checker) locate(p *Problem, o origin, kind, name, field string) {
 	if o.file == "" {
+		return
+	}
+	if o.isKV {
+		c.locateKV(p, o, kind, name, field)
 		return
 	}
 	if !o.isFile {

@@ -40,7 +40,8 @@ const usage = `Usage: tollgate check [flags] FILE|DIR...
 
 Lint dynamic configuration without running the proxy: YAML/TOML dynamic files (a directory
 stands for its .yml/.yaml/.toml files), files of key=value labels, docker-compose and stack files
-(labels: Docker containers; deploy.labels: Swarm services), and Consul service definitions (.json). Prints the resulting TCP configuration and every problem as
+(labels: Docker containers; deploy.labels: Swarm services), Consul service definitions (.json), and
+KV store dumps: ` + "`consul kv export`" + ` JSON, or lines of ` + "`key value`" + ` (traefik/tcp/routers/r/rule HostSNI(` + "`*`" + `)). Prints the resulting TCP configuration and every problem as
 JSON on stdout, one line per problem on stderr; exits 1 when a problem would keep a router from
 serving (warnings alone exit 0).
 
@@ -48,6 +49,9 @@ Flags:
   --entryPoints=a,b          entry points that exist (default: every one a router names)
   --exposedByDefault=false   as the Docker, Swarm and Consul providers' option: skip what lacks traefik.enable=true
   --prefix=traefik           the Consul Catalog tag prefix
+  --rootKey=traefik          the KV stores' root key
+  --kvProvider=kv            the store a dump of key value lines is from (consul, etcd, redis,
+                             zookeeper): names are qualified @<it>; a consul kv export is @consul
 `
 
 // Run checks the files named in args with the flags there, writes the
@@ -84,6 +88,16 @@ func Run(args []string, stdout, stderr io.Writer) (int, error) {
 				return 1, errors.New("check: --prefix needs a value, e.g. --prefix=traefik")
 			}
 			opts.Prefix = value
+		case "rootkey":
+			if value == "" {
+				return 1, errors.New("check: --rootKey needs a value, e.g. --rootKey=traefik")
+			}
+			opts.RootKey = value
+		case "kvprovider":
+			if value == "" {
+				return 1, errors.New("check: --kvProvider needs a value: consul, etcd, redis or zookeeper")
+			}
+			opts.KVProvider = value
 		default:
 			return 1, fmt.Errorf("check: unknown flag %q (see tollgate check --help)", a)
 		}

@@ -9,7 +9,7 @@ import (
 // FuzzFiles: whatever a file holds, check reports problems and never
 // panics, and a problem always names the file.
 func FuzzFiles(f *testing.F) {
-	for _, name := range []string{"compose-problems.yml", "unknown-key.yml", "missing-refs.toml", "hostsni-no-tls.labels", "extensions.yml", "consul-services.json", "stack-services.yml"} {
+	for _, name := range []string{"compose-problems.yml", "unknown-key.yml", "missing-refs.toml", "hostsni-no-tls.labels", "extensions.yml", "consul-services.json", "stack-services.yml", "consul-kv-export.json", "kv-lines.kv"} {
 		b, err := os.ReadFile(filepath.Join(goldenDir, name))
 		if err != nil {
 			f.Fatal(err)

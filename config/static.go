@@ -127,6 +127,12 @@ type Providers struct {
 	ConsulCatalog             *ConsulCatalogProvider `description:"Enable the Consul Catalog provider." json:"consulCatalog,omitempty" toml:"consulCatalog,omitempty" yaml:"consulCatalog,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	KubernetesCRD             *KubernetesCRDProvider `description:"Enable the Kubernetes CRD provider (MiddlewareTCP, IngressRouteTCP)." json:"kubernetesCRD,omitempty" toml:"kubernetesCRD,omitempty" yaml:"kubernetesCRD,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	Swarm                     *SwarmProvider         `description:"Enable the Docker Swarm provider (labels of Swarm services)." json:"swarm,omitempty" toml:"swarm,omitempty" yaml:"swarm,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+
+	// KV stores (provider/kv): Traefik's key layout under a root key.
+	Consul    *ConsulKVProvider  `description:"Enable the Consul KV provider." json:"consul,omitempty" toml:"consul,omitempty" yaml:"consul,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	Etcd      *EtcdProvider      `description:"Enable the etcd provider." json:"etcd,omitempty" toml:"etcd,omitempty" yaml:"etcd,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	Redis     *RedisProvider     `description:"Enable the Redis provider." json:"redis,omitempty" toml:"redis,omitempty" yaml:"redis,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	ZooKeeper *ZooKeeperProvider `description:"Enable the ZooKeeper provider." json:"zooKeeper,omitempty" toml:"zooKeeper,omitempty" yaml:"zooKeeper,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 }
 
 // DefaultThrottle is the default providersThrottleDuration: compiling is cheap,
@@ -455,4 +461,79 @@ func ParsePrefixNote(s string) (netip.Prefix, string, error) {
 		notes = append(notes, fmt.Sprintf("%q contains the IPv4-mapped range ::ffff:0:0/96, which never matches: clients are matched as IPv4 (add 0.0.0.0/0 to admit IPv4)", s))
 	}
 	return p.Masked(), strings.Join(notes, "; "), nil
+}
+
+// KV store providers (provider/kv): the dynamic configuration as keys under
+// RootKey, in Traefik's layout (traefik/tcp/routers/<name>/rule, ...).
+
+// KVClientTLS is how a KV provider reaches its store over TLS. CA alone
+// verifies the store's certificate; Cert and Key add a client certificate.
+type KVClientTLS struct {
+	CA                 string `description:"PEM file of the CA that signs the store's certificate (the system's when empty)." json:"ca,omitempty" toml:"ca,omitempty" yaml:"ca,omitempty"`
+	Cert               string `description:"PEM file of the client certificate (with key)." json:"cert,omitempty" toml:"cert,omitempty" yaml:"cert,omitempty"`
+	Key                string `description:"PEM file of the client certificate's private key (with cert)." json:"key,omitempty" toml:"key,omitempty" yaml:"key,omitempty" loggable:"false"`
+	InsecureSkipVerify bool   `description:"Do not verify the store's certificate (tests only)." json:"insecureSkipVerify,omitempty" toml:"insecureSkipVerify,omitempty" yaml:"insecureSkipVerify,omitempty" export:"true"`
+}
+
+// DefaultKVRootKey is the KV providers' default root key.
+const DefaultKVRootKey = "traefik"
+
+// ConsulKVProvider configures the Consul KV provider.
+type ConsulKVProvider struct {
+	Endpoints  []string     `description:"Consul agent addresses ([scheme://]host:port); the next is tried when one fails." json:"endpoints,omitempty" toml:"endpoints,omitempty" yaml:"endpoints,omitempty" export:"true"`
+	RootKey    string       `description:"Root key of the configuration." json:"rootKey,omitempty" toml:"rootKey,omitempty" yaml:"rootKey,omitempty" export:"true"`
+	Token      string       `description:"ACL token." json:"token,omitempty" toml:"token,omitempty" yaml:"token,omitempty" loggable:"false"`
+	Namespaces []string     `description:"Consul Enterprise namespaces to read, one provider each (names qualified @consul-<namespace>)." json:"namespaces,omitempty" toml:"namespaces,omitempty" yaml:"namespaces,omitempty" export:"true"`
+	TLS        *KVClientTLS `description:"TLS to the agent (https)." json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" export:"true"`
+}
+
+// SetDefaults reads 127.0.0.1:8500 under "traefik".
+func (c *ConsulKVProvider) SetDefaults() {
+	c.Endpoints = []string{"127.0.0.1:8500"}
+	c.RootKey = DefaultKVRootKey
+}
+
+// EtcdProvider configures the etcd provider.
+type EtcdProvider struct {
+	Endpoints []string     `description:"etcd client addresses (host:port)." json:"endpoints,omitempty" toml:"endpoints,omitempty" yaml:"endpoints,omitempty" export:"true"`
+	RootKey   string       `description:"Root key of the configuration." json:"rootKey,omitempty" toml:"rootKey,omitempty" yaml:"rootKey,omitempty" export:"true"`
+	Username  string       `description:"User name (etcd authentication)." json:"username,omitempty" toml:"username,omitempty" yaml:"username,omitempty" loggable:"false"`
+	Password  string       `description:"Password (etcd authentication)." json:"password,omitempty" toml:"password,omitempty" yaml:"password,omitempty" loggable:"false"`
+	TLS       *KVClientTLS `description:"TLS to etcd." json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" export:"true"`
+}
+
+// SetDefaults reads 127.0.0.1:2379 under "traefik".
+func (e *EtcdProvider) SetDefaults() {
+	e.Endpoints = []string{"127.0.0.1:2379"}
+	e.RootKey = DefaultKVRootKey
+}
+
+// RedisProvider configures the Redis provider.
+type RedisProvider struct {
+	Endpoints []string     `description:"Redis address (host:port; one)." json:"endpoints,omitempty" toml:"endpoints,omitempty" yaml:"endpoints,omitempty" export:"true"`
+	RootKey   string       `description:"Root key of the configuration." json:"rootKey,omitempty" toml:"rootKey,omitempty" yaml:"rootKey,omitempty" export:"true"`
+	Username  string       `description:"User name (Redis ACL)." json:"username,omitempty" toml:"username,omitempty" yaml:"username,omitempty" loggable:"false"`
+	Password  string       `description:"Password." json:"password,omitempty" toml:"password,omitempty" yaml:"password,omitempty" loggable:"false"`
+	DB        int          `description:"Database number." json:"db,omitempty" toml:"db,omitempty" yaml:"db,omitempty" export:"true"`
+	TLS       *KVClientTLS `description:"TLS to Redis." json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" export:"true"`
+}
+
+// SetDefaults reads 127.0.0.1:6379, database 0, under "traefik".
+func (r *RedisProvider) SetDefaults() {
+	r.Endpoints = []string{"127.0.0.1:6379"}
+	r.RootKey = DefaultKVRootKey
+}
+
+// ZooKeeperProvider configures the ZooKeeper provider.
+type ZooKeeperProvider struct {
+	Endpoints []string `description:"ZooKeeper addresses (host:port)." json:"endpoints,omitempty" toml:"endpoints,omitempty" yaml:"endpoints,omitempty" export:"true"`
+	RootKey   string   `description:"Root key of the configuration (the znode /<rootKey>)." json:"rootKey,omitempty" toml:"rootKey,omitempty" yaml:"rootKey,omitempty" export:"true"`
+	Username  string   `description:"User name (digest authentication)." json:"username,omitempty" toml:"username,omitempty" yaml:"username,omitempty" loggable:"false"`
+	Password  string   `description:"Password (digest authentication)." json:"password,omitempty" toml:"password,omitempty" yaml:"password,omitempty" loggable:"false"`
+}
+
+// SetDefaults reads 127.0.0.1:2181 under "traefik".
+func (z *ZooKeeperProvider) SetDefaults() {
+	z.Endpoints = []string{"127.0.0.1:2181"}
+	z.RootKey = DefaultKVRootKey
 }

@@ -51,6 +51,8 @@ const (
 	KeyLabel = "label"
 	// KeyTag renders `tag "k=v"` (Consul tags).
 	KeyTag = "tag"
+	// KeyKV renders `key "k"="v"` (a KV store's key, with its full path).
+	KeyKV = "key"
 )
 
 // Problem is one input a provider's build left out, or one resource it
@@ -96,6 +98,8 @@ func (p Problem) String() string {
 	case p.Key == "":
 	case p.KeyKind == KeyTag:
 		fmt.Fprintf(&b, "tag %q: ", p.Key+"="+p.Value)
+	case p.KeyKind == KeyKV:
+		fmt.Fprintf(&b, "key %q=%q: ", p.Key, p.Value)
 	default:
 		fmt.Fprintf(&b, "label %q=%q: ", p.Key, p.Value)
 	}
@@ -151,7 +155,8 @@ func Normalize(name string) string {
 // several. Only the router concerned is dropped; everything else the input
 // defines stays. Each drop is a problem naming the router and what to set;
 // noun is what one input is ("container", "instance") and prefix the root
-// its keys are written with ("traefik", or a Consul tag prefix).
+// its keys are written with ("traefik", or a Consul tag prefix; a KV root
+// key ends in "/", and the keys named are then written with slashes).
 func BuildTCPRouterConfiguration(src Source, noun, prefix string) []Problem {
 	tcp := src.TCP
 	if tcp == nil {
@@ -168,7 +173,7 @@ func BuildTCPRouterConfiguration(src Source, noun, prefix string) []Problem {
 	for _, name := range slices.Sorted(maps.Keys(tcp.Routers)) {
 		r := tcp.Routers[name]
 		if r == nil || strings.TrimSpace(r.Rule) == "" {
-			drop(name, "router %q has no rule: dropped (set %s.tcp.routers.%s.rule, e.g. HostSNI(`*`))", name, prefix, name)
+			drop(name, "router %q has no rule: dropped (set %s, e.g. HostSNI(`*`))", name, keyPath(prefix, "tcp", "routers", name, "rule"))
 			continue
 		}
 		if r.Service != "" {
@@ -182,11 +187,20 @@ func BuildTCPRouterConfiguration(src Source, noun, prefix string) []Problem {
 				r.Service = s
 			}
 		default:
-			drop(name, "router %q has no service and the %s defines %d services (%s): dropped (set %s.tcp.routers.%s.service)",
-				name, noun, len(tcp.Services), strings.Join(slices.Sorted(maps.Keys(tcp.Services)), ", "), prefix, name)
+			drop(name, "router %q has no service and the %s defines %d services (%s): dropped (set %s)",
+				name, noun, len(tcp.Services), strings.Join(slices.Sorted(maps.Keys(tcp.Services)), ", "), keyPath(prefix, "tcp", "routers", name, "service"))
 		}
 	}
 	return problems
+}
+
+// keyPath writes a key under prefix: dotted, or with slashes when prefix
+// ends in "/" (a KV root key).
+func keyPath(prefix string, parts ...string) string {
+	if strings.HasSuffix(prefix, "/") {
+		return prefix + strings.Join(parts, "/")
+	}
+	return prefix + "." + strings.Join(parts, ".")
 }
 
 // AddRouterTCP adds router r as name to tcp (making the map when it is nil)

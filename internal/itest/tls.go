@@ -7,15 +7,19 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
 
 // SelfSigned returns a fresh ECDSA P-256 certificate for names (the first is
-// also the subject's common name), valid for a day, and a pool that trusts it.
+// also the subject's common name; a name that is an IP address is an IP
+// SAN), valid for a day, and a pool that trusts it.
 func SelfSigned(t testing.TB, names ...string) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -25,11 +29,17 @@ func SelfSigned(t testing.TB, names ...string) (tls.Certificate, *x509.CertPool)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()),
 		Subject:      pkix.Name{CommonName: names[0]},
-		DNSNames:     names,
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -97,4 +107,23 @@ func TLSGreeting(src, addr, serverName string, roots *x509.CertPool) (string, er
 		return "", err
 	}
 	return string(b[:]), nil
+}
+
+// WritePEM writes cert (with its ECDSA key, as SelfSigned makes them) to
+// dir as cert.pem and key.pem, for servers and clients that read files, and
+// returns their paths.
+func WritePEM(t testing.TB, dir string, cert tls.Certificate) (certFile, keyFile string) {
+	t.Helper()
+	kb, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
 }

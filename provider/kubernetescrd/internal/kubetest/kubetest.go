@@ -16,7 +16,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -67,35 +66,8 @@ type proc struct {
 }
 
 // Assets returns the folder holding etcd and kube-apiserver, or an error that
-// says how to get them.
-func Assets() (string, error) {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		for _, b := range []string{"etcd", "kube-apiserver"} {
-			if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-				return "", fmt.Errorf("KUBEBUILDER_ASSETS=%s has no %s: %w", dir, b, err)
-			}
-		}
-		return dir, nil
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	// The most recent complete build in scripts/k8s.sh's cache.
-	matches, _ := filepath.Glob(filepath.Join(cache, "tollgate", "k8s-*", ".complete"))
-	var newest string
-	var newestTime time.Time
-	for _, m := range matches {
-		if fi, err := os.Stat(m); err == nil && fi.ModTime().After(newestTime) {
-			newest, newestTime = filepath.Dir(m), fi.ModTime()
-		}
-	}
-	if newest != "" {
-		return newest, nil
-	}
-	return "", errors.New("etcd and kube-apiserver not found: run `export KUBEBUILDER_ASSETS=$(scripts/k8s.sh)` (builds them once, several minutes)")
-}
+// says how to get them (itest.KubeAssets).
+func Assets() (string, error) { return itest.KubeAssets() }
 
 // Start runs etcd and kube-apiserver from assets on free loopback ports,
 // waits until the API server is ready, and applies every CRD manifest in

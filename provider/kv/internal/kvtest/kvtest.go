@@ -1,0 +1,419 @@
+// Package kvtest holds what the KV stores' end-to-end tests share: a server
+// process started on free loopback ports and stopped by PID, and the
+// scenario every store must pass through the tollgate binary (E2E). Tests
+// alone use it.
+package kvtest
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/itest"
+)
+
+// Proc is a server process started by a test, stopped by PID.
+type Proc struct {
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	Logs   *itest.Buffer
+}
+
+// StartProc runs bin with args; its output goes to p.Logs.
+func StartProc(bin string, args ...string) (*Proc, error) { return StartProcEnv(nil, bin, args...) }
+
+// StartProcEnv is StartProc with the environment env (nil: the test's).
+func StartProcEnv(env []string, bin string, args ...string) (*Proc, error) {
+	p := &Proc{Logs: &itest.Buffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = p.Logs, p.Logs
+	// Its own process group, so that a wrapper script's children are
+	// signalled with it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+// Exited is closed when the process has ended.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Kill ends the process (and its group) with SIGKILL, as a crash would, and
+// waits for it.
+func (p *Proc) Kill() { p.signal(syscall.SIGKILL, 10*time.Second) }
+
+// Stop ends the process with SIGTERM (SIGKILL after 10 s) and waits for it.
+func (p *Proc) Stop() {
+	if !p.signal(syscall.SIGTERM, 10*time.Second) {
+		p.signal(syscall.SIGKILL, 10*time.Second)
+	}
+}
+
+func (p *Proc) signal(sig syscall.Signal, wait time.Duration) bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	select {
+	case <-p.exited:
+		return true
+	case <-time.After(wait):
+		return false
+	}
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Ready polls ready every 20 ms until it returns nil, the process exits, or
+// within passes.
+func Ready(p *Proc, within time.Duration, ready func() error) error {
+	deadline := time.Now().Add(within)
+	for {
+		select {
+		case <-p.Exited():
+			return fmt.Errorf("exited early:\n%s", p.Logs.String())
+		default:
+		}
+		err := ready()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after %s (last error: %v):\n%s", within, err, p.Logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// EtcdBinary finds the etcd server that scripts/k8s.sh builds (with
+// kube-apiserver, for the Kubernetes tests): the one in itest.KubeAssets.
+func EtcdBinary() (string, error) {
+	dir, err := itest.KubeAssets()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "etcd"), nil
+}
+
+// Store is one KV store as the scenario drives it. Writes go through the
+// store's own client; they fail the test on error.
+type Store interface {
+	// Provider is the provider's name (the qualified-name suffix).
+	Provider() string
+	// Flags are tollgate's flags to read the store under the root key "traefik".
+	Flags() []string
+	Put(t testing.TB, key, value string)
+	// DeletePrefix deletes every key that starts with prefix.
+	DeletePrefix(t testing.TB, prefix string)
+	// Kill ends the server tollgate reads with SIGKILL.
+	Kill(t testing.TB)
+	// WhileDown runs change against the store's data while the server
+	// tollgate reads is down (a second server on the same data, on another
+	// client port, stopped afterwards).
+	WhileDown(t testing.TB, change func(put func(key, value string)))
+	// Restart starts the server again on the endpoint tollgate reads, and
+	// returns once it answers.
+	Restart(t testing.TB)
+}
+
+// Seed writes the README's example in KV form: the seed's middleware
+// (inFlightConn amount) on a router "my-router" on entry point "db" with the
+// service "my-service" whose server is backend. The router's rule is written
+// last.
+func Seed(t testing.TB, s Store, amount int, backend string) {
+	t.Helper()
+	s.Put(t, "traefik/tcp/middlewares/test-inflightconn/inFlightConn/amount", strconv.Itoa(amount))
+	s.Put(t, "traefik/tcp/services/my-service/loadBalancer/servers/0/address", backend)
+	s.Put(t, "traefik/tcp/routers/my-router/entryPoints/0", "db")
+	s.Put(t, "traefik/tcp/routers/my-router/middlewares/0", "test-inflightconn")
+	s.Put(t, "traefik/tcp/routers/my-router/service", "my-service")
+	s.Put(t, "traefik/tcp/routers/my-router/rule", "HostSNI(`*`)")
+}
+
+// Percentiles returns the p50, p95 and largest of ds.
+func Percentiles(ds []time.Duration) (p50, p95, worst time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	return at(0.50), at(0.95), s[len(s)-1]
+}
+
+// until polls cond (no pause: each /api/rawdata read takes about a
+// millisecond) until it holds, and returns how long that took since start.
+func until(t testing.TB, start time.Time, within time.Duration, cond func() bool, msg string, args ...any) time.Duration {
+	t.Helper()
+	for {
+		if cond() {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("after %s: "+msg, append([]any{within}, args...)...)
+		}
+		time.Sleep(500 * time.Microsecond)
+	}
+}
+
+// metric returns the value of the Prometheus sample line that starts with
+// name{labels} at api, or "" when there is none.
+func metric(t testing.TB, api, series string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + api + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, series+" ") {
+			return strings.TrimSpace(strings.TrimPrefix(line, series))
+		}
+	}
+	return ""
+}
+
+// OutageFor is how long E2E keeps the store down.
+const OutageFor = 5 * time.Second
+
+// E2E runs the issue's acceptance scenario against s through the tollgate
+// binary, and logs the propagation percentiles.
+func E2E(t *testing.T, s Store) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	p := s.Provider()
+	q := func(name string) string { return name + "@" + p }
+	router, mw := q("my-router"), q("test-inflightconn")
+	backend := itest.EchoServer(t, "")
+	ep := itest.FreeAddr(t)
+	tg := itest.StartTollgate(t, append([]string{"--entryPoints.db.address=" + ep, "--metrics.prometheus=true", "--log.level=INFO"}, s.Flags()...)...)
+
+	start := time.Now()
+	Seed(t, s, 10, backend)
+	d := until(t, time.Now(), 3*time.Second, func() bool {
+		rd := tg.Rawdata(t)
+		return rd.Routers[router].Status == "enabled" && rd.AmountOf(mw) == 10 && rd.ServersOf(q("my-service")) == backend
+	}, "%s enabled with amount 10 and server %s: %+v", router, backend, tg.Rawdata(t))
+	t.Logf("seed written in %v; last write -> route in /api/rawdata: %v", time.Since(start)-d, d)
+
+	top := t
+	t.Run("the seed's middleware admits exactly 10 connections per client IP", func(t *testing.T) {
+		held := itest.Hold(t, 15, "127.0.0.1", ep)
+		if len(held) != 10 {
+			t.Fatalf("127.0.0.1: %d of 15 forwarded, want exactly 10", len(held))
+		}
+		other := itest.Hold(t, 15, "127.0.0.2", ep)
+		if len(other) != 10 {
+			t.Fatalf("127.0.0.2: %d of 15 forwarded, want exactly 10 (its own budget)", len(other))
+		}
+		itest.CloseAll(held)
+		itest.CloseAll(other)
+	})
+
+	t.Run("an amount change applies to new connections without resetting the held ones", func(t *testing.T) {
+		s.Put(t, "traefik/tcp/middlewares/test-inflightconn/inFlightConn/amount", "3")
+		until(t, time.Now(), 3*time.Second, func() bool { return tg.Rawdata(t).AmountOf(mw) == 3 }, "amount 3")
+		// The closed connections of the previous subtest must have left the count.
+		itest.Eventually(t, 3*time.Second, func() bool {
+			m := tg.Rawdata(t).Middlewares[mw]
+			return m.InFlight != nil && m.InFlight.InFlight == 0
+		}, "no connection in flight")
+		held := itest.Hold(top, 4, "127.0.0.3", ep)
+		if len(held) != 3 {
+			t.Fatalf("amount 3: %d of 4 forwarded, want 3", len(held))
+		}
+		s.Put(t, "traefik/tcp/middlewares/test-inflightconn/inFlightConn/amount", "5")
+		until(t, time.Now(), 3*time.Second, func() bool { return tg.Rawdata(t).AmountOf(mw) == 5 }, "amount 5")
+		for i, c := range held {
+			if !itest.Echoes(c) {
+				t.Fatalf("held connection %d was cut by the change", i)
+			}
+		}
+		more := itest.Hold(t, 5, "127.0.0.3", ep)
+		if len(more) != 2 {
+			t.Fatalf("amount 3 -> 5 with 3 held: %d of 5 new connections forwarded, want exactly 2 (a reset count would let 5 in)", len(more))
+		}
+		itest.CloseAll(more)
+		itest.CloseAll(held)
+		s.Put(t, "traefik/tcp/middlewares/test-inflightconn/inFlightConn/amount", "10")
+		until(t, time.Now(), 3*time.Second, func() bool { return tg.Rawdata(t).AmountOf(mw) == 10 }, "amount 10 again")
+	})
+
+	t.Run("a bad value under one router disables only that router, named by its key", func(t *testing.T) {
+		const key = "traefik/tcp/routers/bad/priority"
+		s.Put(t, "traefik/tcp/routers/bad/entryPoints/0", "db")
+		s.Put(t, "traefik/tcp/routers/bad/service", "my-service")
+		s.Put(t, "traefik/tcp/routers/bad/rule", "HostSNI(`*`)")
+		s.Put(t, key, "high")
+		var problems []string
+		until(t, time.Now(), 3*time.Second, func() bool {
+			problems = tg.Rawdata(t).Provider(p).Problems
+			return len(problems) > 0 && strings.Contains(strings.Join(problems, "\n"), key)
+		}, "a problem for %s", key)
+		if len(problems) != 1 || !strings.Contains(problems[0], `key "`+key+`"="high"`) || !strings.Contains(problems[0], `router "bad" is dropped`) {
+			t.Errorf("problems %q: want one naming the key %s and the router", problems, key)
+		}
+		rd := tg.Rawdata(t)
+		if _, ok := rd.Routers[q("bad")]; ok {
+			t.Errorf("router %s is routed", q("bad"))
+		}
+		if rd.Routers[router].Status != "enabled" || rd.Provider(p).State != "ok" {
+			t.Errorf("%s is %q and the provider %q, want enabled and ok", router, rd.Routers[router].Status, rd.Provider(p).State)
+		}
+		if got := itest.Hold(t, 1, "127.0.0.4", ep); len(got) != 1 {
+			t.Error("my-router does not forward next to the bad router")
+		} else {
+			itest.CloseAll(got)
+		}
+		if !strings.Contains(tg.Out.String(), key) {
+			t.Errorf("the log does not name %s", key)
+		}
+		s.DeletePrefix(t, "traefik/tcp/routers/bad/")
+		until(t, time.Now(), 3*time.Second, func() bool { return len(tg.Rawdata(t).Provider(p).Problems) == 0 }, "the problem gone with the keys")
+	})
+
+	t.Run("propagation: write returning -> route in /api/rawdata", func(t *testing.T) {
+		var all []time.Duration
+		kinds := map[string][]time.Duration{}
+		// Each timed write is isolated: it comes more than the watcher's
+		// throttle (providersThrottleDuration, 50 ms) after the previous
+		// change, which would otherwise hold it back until the throttle
+		// period ends.
+		timed := func(kind string, write func(), ok func(itest.Rawdata) bool, what string) {
+			t.Helper()
+			time.Sleep(120 * time.Millisecond)
+			write()
+			d := until(t, time.Now(), 3*time.Second, func() bool { return ok(tg.Rawdata(t)) }, "%s", what)
+			kinds[kind] = append(kinds[kind], d)
+			all = append(all, d)
+		}
+		for i := range 20 {
+			name := fmt.Sprintf("p%02d", i)
+			base := "traefik/tcp/routers/" + name + "/"
+			s.Put(t, base+"entryPoints/0", "db")
+			s.Put(t, base+"service", "my-service")
+			s.Put(t, base+"priority", "1")
+			timed("add route", func() { s.Put(t, base+"rule", "HostSNI(`*`)") },
+				func(rd itest.Rawdata) bool { return rd.Routers[q(name)].Status == "enabled" }, q(name)+" enabled")
+			timed("change value", func() {
+				s.Put(t, "traefik/tcp/middlewares/test-inflightconn/inFlightConn/amount", strconv.Itoa(20+i))
+			}, func(rd itest.Rawdata) bool { return rd.AmountOf(mw) == int64(20+i) }, fmt.Sprintf("amount %d", 20+i))
+			timed("delete route", func() { s.DeletePrefix(t, base) },
+				func(rd itest.Rawdata) bool { _, ok := rd.Routers[q(name)]; return !ok }, q(name)+" gone")
+		}
+		for _, k := range []string{"add route", "change value", "delete route"} {
+			p50, p95, worst := Percentiles(kinds[k])
+			t.Logf("%s: %-12s n=%d p50=%v p95=%v max=%v", p, k, len(kinds[k]), p50, p95, worst)
+		}
+		p50, p95, worst := Percentiles(all)
+		t.Logf("%s: PROPAGATION all n=%d p50=%v p95=%v max=%v", p, len(all), p50, p95, worst)
+		s.Put(t, "traefik/tcp/middlewares/test-inflightconn/inFlightConn/amount", "10")
+		until(t, time.Now(), 3*time.Second, func() bool { return tg.Rawdata(t).AmountOf(mw) == 10 }, "amount 10 again")
+	})
+
+	t.Run("store killed: the last configuration keeps serving; a change made while down applies after it returns", func(t *testing.T) {
+		killed := time.Now()
+		s.Kill(t)
+		var rp itest.RawProvider
+		until(t, killed, 5*time.Second, func() bool {
+			rp = tg.Rawdata(t).Provider(p)
+			return rp.State == "error"
+		}, "provider %s in state error after the store was killed", p)
+		t.Logf("store killed -> error in /api/providers after %v: %s", time.Since(killed), rp.LastError)
+		if rp.LastError == "" {
+			t.Error("no lastError while the store is down")
+		}
+		if up := metric(t, tg.API, `tollgate_provider_up{provider="`+p+`"}`); up != "0" {
+			t.Errorf(`tollgate_provider_up{provider=%q} = %q while the store is down, want 0`, p, up)
+		}
+		if rd := tg.Rawdata(t); rd.Routers[router].Status != "enabled" || rd.AmountOf(mw) != 10 {
+			t.Fatalf("the last configuration is not kept: router %+v, amount %d", rd.Routers[router], rd.AmountOf(mw))
+		}
+		if held := itest.Hold(t, 12, "127.0.0.5", ep); len(held) != 10 {
+			t.Errorf("store down: %d of 12 forwarded, want the kept amount 10", len(held))
+		} else {
+			itest.CloseAll(held)
+		}
+
+		s.WhileDown(t, func(put func(k, v string)) {
+			put("traefik/tcp/middlewares/test-inflightconn/inFlightConn/amount", "4")
+		})
+		if rd := tg.Rawdata(t); rd.Routers[router].Status != "enabled" || rd.Provider(p).State != "error" {
+			t.Fatalf("while down: router %+v, provider %+v", rd.Routers[router], rd.Provider(p))
+		}
+		if got := itest.Hold(t, 1, "127.0.0.6", ep); len(got) != 1 {
+			t.Error("not forwarded while the store is down")
+		} else {
+			itest.CloseAll(got)
+		}
+		// Stay down long enough for the retries to back off to their cap:
+		// the store must still be read within a couple of seconds of its
+		// return, whatever the outage lasted.
+		time.Sleep(time.Until(killed.Add(OutageFor)))
+		downFor := time.Since(killed)
+
+		s.Restart(t)
+		back := time.Now()
+		d := until(t, back, 5*time.Second, func() bool {
+			rd := tg.Rawdata(t)
+			return rd.Provider(p).State == "ok" && rd.AmountOf(mw) == 4
+		}, "amount 4 (written while the store was down) applied after it returned")
+		t.Logf("store down for %v; answering again -> change applied: %v", downFor, d)
+		if d > 2*time.Second {
+			t.Errorf("reconverged %v after the store answered again, want within 2s", d)
+		}
+		if up := metric(t, tg.API, `tollgate_provider_up{provider="`+p+`"}`); up != "1" {
+			t.Errorf(`tollgate_provider_up{provider=%q} = %q after the restart, want 1`, p, up)
+		}
+		itest.Eventually(t, 3*time.Second, func() bool {
+			m := tg.Rawdata(t).Middlewares[mw]
+			return m.InFlight != nil && m.InFlight.InFlight == 0
+		}, "no connection in flight")
+		got := itest.Hold(t, 6, "127.0.0.7", ep)
+		if len(got) != 4 {
+			t.Errorf("after the restart: %d of 6 forwarded, want 4", len(got))
+		}
+		itest.CloseAll(got)
+		// The watch works again: a change after the restart applies too.
+		s.Put(t, "traefik/tcp/middlewares/test-inflightconn/inFlightConn/amount", "6")
+		until(t, time.Now(), 3*time.Second, func() bool { return tg.Rawdata(t).AmountOf(mw) == 6 }, "amount 6 written after the restart")
+	})
+
+	t.Run("deleting the router's keys removes the route", func(t *testing.T) {
+		s.DeletePrefix(t, "traefik/tcp/routers/my-router/")
+		until(t, time.Now(), 3*time.Second, func() bool { _, ok := tg.Rawdata(t).Routers[router]; return !ok }, "%s gone", router)
+		if got := itest.Hold(t, 1, "127.0.0.8", ep); len(got) != 0 {
+			t.Error("forwarded after the router's keys were deleted")
+		}
+		if rd := tg.Rawdata(t); rd.AmountOf(mw) != 6 || rd.ServersOf(q("my-service")) != backend {
+			t.Errorf("the middleware and service are not kept: amount %d, servers %q", rd.AmountOf(mw), rd.ServersOf(q("my-service")))
+		}
+	})
+}
