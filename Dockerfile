@@ -17,6 +17,10 @@
 # --metrics.prometheus). For another port set TOLLGATE_API_ADDRESS in the
 # container (flags given to tollgate do not reach the health check); without
 # the API, run with --no-healthcheck or the container shows as unhealthy.
+#
+# tollgate is PID 1 here: an upgrade in place (SIGUSR2) would end the
+# container with the old process. Containers roll instead (README,
+# "Upgrading in place").
 FROM scratch
 COPY tollgate /tollgate
 EXPOSE 8080

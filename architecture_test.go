@@ -21,6 +21,7 @@ var importRules = map[string][]string{
 	"internal/itest/forward":           {},
 	"internal/ratelog":                 {},
 	"internal/decodeerr":               {},
+	"internal/upgrade":                 {"middleware/inflightconn"},
 	"labels":                           {"config", "internal/decodeerr"},
 	"provider":                         {"config"},
 	"provider/docker":                  {"config", "labels", "provider", "provider/constraints", "provider/internal/"},
@@ -37,7 +38,7 @@ var importRules = map[string][]string{
 	"middleware/":                      {"config", "internal/ratelog", "proxy/tcp"},
 	"proxy/rule":                       {"config", "internal/expr", "proxy/tcp"},
 	"proxy":                            {"config", "internal/ratelog", "middleware/", "proxy/rule", "proxy/tcp"},
-	"api":                              {"config", "middleware/", "provider", "proxy"},
+	"api":                              {"config", "internal/upgrade", "middleware/", "provider", "proxy"},
 	"check":                            {"config", "internal/decodeerr", "labels", "provider", "provider/", "proxy"},
 	"examples/echo":                    {},
 }

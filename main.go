@@ -10,21 +10,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"reflect"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-proxy/tollgate/api"
 	"github.com/tollgate-proxy/tollgate/check"
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/cmdline"
+	"github.com/tollgate-proxy/tollgate/internal/upgrade"
+	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
 	"github.com/tollgate-proxy/tollgate/provider/docker"
@@ -42,8 +49,15 @@ import (
 var Version = "dev"
 
 func main() {
+	// Before the command line is read: the variable is not configuration.
+	handover, herr := upgrade.TakeEnv()
 	cmd := config.NewCommand()
-	root := cmdline.Root(cmd, func() error { return run(cmd) }, version())
+	root := cmdline.Root(cmd, func() error {
+		if herr != nil {
+			return herr
+		}
+		return run(cmd, handover)
+	}, version())
 	_ = root.AddCommand(check.Command())
 	os.Exit(cmdline.Execute(root))
 }
@@ -79,21 +93,69 @@ func newLogger(cfg *config.Log) zerolog.Logger {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
-func run(cmd *config.Command) error {
+// Timeouts of a binary upgrade (README, "Upgrading in place").
+const (
+	// readyTimeout bounds the new process's start: its providers deliver
+	// and its first configuration is applied.
+	readyTimeout = 30 * time.Second
+	// startedTimeout bounds the handover itself: from the snapshot to the
+	// new process accepting (milliseconds, normally).
+	startedTimeout = 10 * time.Second
+	// predecessorWait bounds how long a process that handed over waits,
+	// after its own drain, for the process it took over from to end (it
+	// relays that one's releases). Past it, that one's connections still
+	// open are counted nowhere.
+	predecessorWait = time.Minute
+)
+
+// run is tollgate. handoverFD is the state channel's descriptor when this
+// process was started by an upgrade, else -1.
+func run(cmd *config.Command, handoverFD int) (err error) {
 	st := &cmd.Static
+	stats := &upgrade.Stats{}
+	stats.Generation.Store(1)
+	var pred *upgrade.Predecessor
+	accepting := false
+	if handoverFD >= 0 {
+		if pred, err = upgrade.Inherit(handoverFD, stats); err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil && !accepting {
+				pred.Fail(err) // the old process serves on and reports this
+			}
+		}()
+	}
 	if err := st.Validate(); err != nil {
 		return err
 	}
 	log := newLogger(st.Log)
+	self, selfErr := upgrade.Resolve() // now: argv[0] means what it meant at start
 	// Signals are ours from the start: a SIGTERM that arrives while the
-	// entry points start must begin a drain, not kill the process.
+	// entry points start must begin a drain, not kill the process, and
+	// SIGUSR2's default action would end it.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 
-	srv, err := proxy.NewServer(st.EntryPoints, log)
+	inherited := map[string]upgrade.Listener{}
+	epsInherited := map[string]proxy.Inherited{}
+	if pred != nil {
+		for _, l := range pred.Hello.Listeners {
+			inherited[l.Name] = l
+			epsInherited[l.Name] = proxy.Inherited{Name: l.Name, Address: l.Address, FD: l.FD}
+		}
+	}
+	srv, err := proxy.NewServerFrom(st.EntryPoints, epsInherited, log)
 	if err != nil {
 		return err
+	}
+	if pred != nil {
+		var hs []proxy.HealthStatus
+		for _, h := range pred.Hello.Health {
+			hs = append(hs, proxy.HealthStatus{Service: h.Service, Server: h.Server, Up: h.Up})
+		}
+		srv.State().SeedHealth(hs)
 	}
 	obs, err := connObservers(st)
 	if err != nil {
@@ -102,10 +164,14 @@ func run(cmd *config.Command) error {
 	}
 	srv.State().SetConnObservers(obs)
 
+	settle := &settled{}
 	watcher := &provider.Watcher{
 		Throttle: time.Duration(st.Providers.ProvidersThrottleDuration),
-		Apply:    func(c *config.TCPConfiguration) { srv.Apply(c) },
-		Log:      log,
+		Apply: func(c *config.TCPConfiguration) {
+			srv.Apply(c)
+			settle.applied(c)
+		},
+		Log: log,
 	}
 
 	var providers []provider.Provider
@@ -123,47 +189,135 @@ func run(cmd *config.Command) error {
 		log.Warn().Msg("no provider configured: nothing will be routed (set --providers.file.filename, --providers.docker or --providers.consulCatalog)")
 	}
 
-	admin, err := adminListeners(st, srv, watcher, log)
+	up := &upgrader{self: self, selfErr: selfErr, srv: srv, w: watcher, stats: stats, log: log,
+		handedOver: make(chan *upgrade.Successor, 1)}
+	admin, err := adminListeners(st, srv, watcher, up, inherited, log)
 	if err != nil {
 		srv.Shutdown(context.Background())
 		return err
 	}
+	up.admin = admin
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	msgs := make(chan provider.Message)
 	go watcher.Run(ctx, msgs)
+	fromProviders := make(chan provider.Message)
+	go settle.relay(ctx, fromProviders, msgs)
 	var wg sync.WaitGroup
 	for _, p := range providers {
 		watcher.Expect(p.Name())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := p.Run(ctx, msgs); err != nil {
+			if err := p.Run(ctx, fromProviders); err != nil {
 				log.Error().Err(err).Str("provider", p.Name()).Msg("provider stopped")
 				select {
-				case msgs <- provider.Message{ProviderName: p.Name(), Err: err}:
+				case fromProviders <- provider.Message{ProviderName: p.Name(), Err: err}:
 				case <-ctx.Done():
 				}
 			}
 		}()
 	}
+	// Until this process accepts, an error return must stop what started.
+	started := false
+	defer func() {
+		if !started {
+			cancel()
+			for _, a := range admin {
+				_ = a.gate.Close()
+			}
+			srv.Shutdown(context.Background())
+			wg.Wait()
+		}
+	}()
 
-	srv.Start()
+	if pred == nil {
+		srv.Start()
+		serveAdmin(admin, up, log)
+	} else {
+		// An upgrade: ready once the configuration the old process served is
+		// applied here, then the old process stops accepting and hands over
+		// its counts, and only then does this one accept.
+		if err := settle.wait(pred.Hello.Providers, readyTimeout); err != nil {
+			return err
+		}
+		var uses []string
+		for name := range inherited {
+			if srv.Uses(name) || admin.uses(name) {
+				uses = append(uses, name)
+			}
+		}
+		sort.Strings(uses)
+		if err := pred.Ready(upgrade.Ready{PID: os.Getpid(), Uses: uses}); err != nil {
+			return fmt.Errorf("state channel: %w", err)
+		}
+		exs, err := pred.WaitSnapshot(readyTimeout)
+		if err != nil {
+			return err
+		}
+		pred.Import(&srv.State().Limiters, exs)
+		srv.Start()
+		serveAdmin(admin, up, log)
+		accepting = true
+		if err := pred.Started(os.Getpid()); err != nil {
+			log.Warn().Err(err).Msg("state channel: cannot tell the old process this one accepts")
+		}
+		for name, l := range inherited {
+			if !srv.Uses(name) && !admin.uses(name) {
+				_ = syscall.Close(l.FD) // its entry point is gone or moved
+			}
+		}
+		log.Info().Int("pid", pred.Hello.PID).Uint64("generation", pred.Hello.Generation).
+			Int64("connections", stats.Received.Connections.Load()).Int64("clients", stats.Received.Keys.Load()).
+			Msg("upgrade: took over from the old process; accepting")
+		go func() {
+			if err := pred.Run(); err != nil {
+				log.Warn().Err(err).Int64("released", stats.ReleasedAtEnd.Load()).Msg("upgrade: the old process is gone; what it still counted here is released")
+				return
+			}
+			log.Info().Int64("releases", stats.ReleasesReceived.Load()).Msg("upgrade: the old process drained and exited")
+		}()
+	}
+	started = true
 	for _, name := range srv.EntryPointNames() {
 		log.Info().Str("entrypoint", name).Str("address", srv.EntryPoint(name).Addr().String()).Msg("entry point listening")
 	}
+	if pred == nil {
+		// A new process under systemd is not the main PID yet: the old one
+		// names it (MAINPID) when it takes over.
+		notify(log, "READY=1")
+	}
 
-	for sig := range sigs {
-		if sig == syscall.SIGHUP {
-			if fileProv != nil {
-				log.Info().Str("provider", file.Name).Msg("SIGHUP: reloading files")
-				fileProv.Reload()
+	var succ *upgrade.Successor
+loop:
+	for {
+		select {
+		case sig := <-sigs:
+			switch sig {
+			case syscall.SIGHUP:
+				if fileProv != nil {
+					log.Info().Str("provider", file.Name).Msg("SIGHUP: reloading files")
+					fileProv.Reload()
+				}
+				continue
+			case syscall.SIGUSR2:
+				log.Info().Msg("SIGUSR2: upgrading in place")
+				go func() { _, _ = up.Upgrade(context.Background()) }()
+				continue
 			}
-			continue
+			log.Info().Str("signal", sig.String()).Msg("shutting down: draining connections")
+			notify(log, "STOPPING=1")
+			up.stop() // an upgrade under way is abandoned; none starts
+			select {
+			case succ = <-up.handedOver: // it handed over just before
+			default:
+			}
+			break loop
+		case succ = <-up.handedOver:
+			log.Info().Int("pid", succ.PID()).Msg("upgrade: handed over to the new process; draining connections")
+			break loop
 		}
-		log.Info().Str("signal", sig.String()).Msg("shutting down: draining connections")
-		break
 	}
 	// Signals keep being handled during the drain: SIGHUP's default action
 	// would end the process and cut the connections being drained, and a
@@ -180,6 +334,10 @@ func run(cmd *config.Command) error {
 					log.Info().Msg("SIGHUP while draining: ignored")
 					continue
 				}
+				if sig == syscall.SIGUSR2 {
+					log.Info().Msg("SIGUSR2 while draining: ignored (no upgrade)")
+					continue
+				}
 				log.Warn().Str("signal", sig.String()).Msg("second signal: closing the connections still draining and exiting now")
 				stopDrain()
 				return
@@ -189,17 +347,316 @@ func run(cmd *config.Command) error {
 	cancel()
 	for _, a := range admin {
 		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
-		_ = a.Shutdown(sctx)
+		_ = a.hs.Shutdown(sctx)
 		scancel()
 	}
 	srv.Shutdown(drain)
+	if pred != nil {
+		// This process relays its predecessor's releases to its own
+		// successor: it ends after that one.
+		select {
+		case <-pred.Done():
+		case <-drain.Done():
+		case <-time.After(predecessorWait):
+			log.Warn().Int("pid", pred.Hello.PID).Msg("upgrade: the process this one took over from is still draining; exiting before it")
+		}
+	}
+	if succ != nil {
+		succ.Close() // the last releases, then bye
+	}
 	stopDrain()
 	wg.Wait()
 	log.Info().Msg("stopped")
 	return nil
 }
 
-// adminListeners starts what --api and --metrics.prometheus expose:
+// notify tells systemd (Type=notify) about the process's state; without
+// $NOTIFY_SOCKET it does nothing.
+func notify(log zerolog.Logger, state string) {
+	if err := upgrade.Notify(state); err != nil {
+		log.Warn().Err(err).Str("state", state).Msg("sd_notify failed")
+	}
+}
+
+// settled knows when a new process serves the configuration its
+// predecessor served: each provider that had delivered there has delivered
+// here, and what was applied is the merge of everything delivered since.
+// It sees the providers' messages on their way to the watcher and the
+// watcher's applies.
+type settled struct {
+	mu      sync.Mutex
+	latest  map[string]*config.Dynamic
+	lastErr map[string]error
+	last    *config.TCPConfiguration
+	ok      bool // a configuration was applied
+}
+
+func (s *settled) relay(ctx context.Context, in <-chan provider.Message, out chan<- provider.Message) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-in:
+			s.mu.Lock()
+			if s.latest == nil {
+				s.latest, s.lastErr = map[string]*config.Dynamic{}, map[string]error{}
+			}
+			if m.Err != nil {
+				s.lastErr[m.ProviderName] = m.Err
+			} else {
+				s.latest[m.ProviderName] = m.Configuration
+			}
+			s.mu.Unlock()
+			select {
+			case out <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func (s *settled) applied(c *config.TCPConfiguration) {
+	s.mu.Lock()
+	s.last, s.ok = c, true
+	s.mu.Unlock()
+}
+
+// wait returns once every provider of need has delivered and the merge of
+// all delivered configurations is the one applied, or an error: a provider
+// of need reported an error before it delivered (it would serve nothing of
+// what the old process serves), or the time ran out.
+func (s *settled) wait(need []string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		s.mu.Lock()
+		missing, failed := "", error(nil)
+		for _, name := range need {
+			if _, ok := s.latest[name]; !ok {
+				missing = name
+				if e := s.lastErr[name]; e != nil {
+					failed = fmt.Errorf("provider %s: %w (the old process serves its last configuration from it; this one has none)", name, e)
+				}
+				break
+			}
+		}
+		done := missing == "" && (len(need) == 0 || s.ok && reflect.DeepEqual(provider.Merge(s.latest), s.last))
+		s.mu.Unlock()
+		switch {
+		case failed != nil:
+			return failed
+		case done:
+			return nil
+		case time.Now().After(deadline):
+			if missing != "" {
+				return fmt.Errorf("provider %s delivered no configuration within %s", missing, within)
+			}
+			return fmt.Errorf("the configuration was not applied within %s", within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// upgrader is a binary upgrade (README, "Upgrading in place"), from the old
+// process's side: SIGUSR2 and POST /api/upgrade start one.
+type upgrader struct {
+	self    upgrade.Command
+	selfErr error
+	srv     *proxy.Server
+	w       *provider.Watcher
+	admin   admins
+	stats   *upgrade.Stats
+	log     zerolog.Logger
+	// handedOver receives the successor once it accepts: the main loop
+	// then drains this process.
+	handedOver chan *upgrade.Successor
+
+	mu   sync.Mutex // held through the handover itself
+	busy bool
+	done bool // handed over, or shutting down: no more upgrades
+}
+
+// state is the process's state word for the API.
+func (u *upgrader) state() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch {
+	case u.done:
+		return "draining"
+	case u.busy:
+		return "upgrading"
+	}
+	return "serving"
+}
+
+// stop abandons an upgrade under way (before its handover) and refuses
+// new ones: the process is shutting down.
+func (u *upgrader) stop() {
+	u.mu.Lock()
+	u.done = true
+	u.mu.Unlock()
+}
+
+// Upgrade starts the binary at this process's path as a new process and
+// hands over to it once it is ready. Any failure leaves this process
+// serving (it never stopped accepting, or accepts again) and is returned.
+func (u *upgrader) Upgrade(context.Context) (upgrade.Result, error) {
+	u.mu.Lock()
+	if u.done || u.busy {
+		what := "an upgrade is already under way"
+		if u.done {
+			what = "this process has handed over or is shutting down"
+		}
+		u.mu.Unlock()
+		return upgrade.Result{}, fmt.Errorf("%w: %s", upgrade.ErrBusy, what)
+	}
+	u.busy = true
+	u.mu.Unlock()
+	res, err := u.upgrade()
+	u.mu.Lock()
+	u.busy = false
+	u.mu.Unlock()
+	u.stats.Attempts.Add(1)
+	if err != nil {
+		u.stats.Failures.Add(1)
+		msg := err.Error()
+		u.stats.LastError.Store(&msg)
+		u.log.Error().Err(err).Msg("upgrade failed: this process serves on")
+		return res, err
+	}
+	u.log.Info().Int("pid", res.PID).Uint64("generation", res.Generation).Int64("connections", res.Connections).
+		Int64("clients", res.Keys).Msg("upgrade: the new process accepts")
+	return res, nil
+}
+
+func (u *upgrader) upgrade() (upgrade.Result, error) {
+	if u.selfErr != nil {
+		return upgrade.Result{}, u.selfErr
+	}
+	gen := u.stats.Generation.Load() + 1
+	hello := upgrade.Hello{Version: upgrade.Version, Generation: gen, PID: os.Getpid()}
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}()
+	for _, name := range u.srv.EntryPointNames() {
+		addr, fd := u.srv.EntryPoint(name).Listener()
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			return upgrade.Result{}, fmt.Errorf("entry point %q: dup: %w", name, err)
+		}
+		files = append(files, os.NewFile(uintptr(dup), name))
+		hello.Listeners = append(hello.Listeners, upgrade.Listener{Name: name, Address: addr})
+	}
+	for _, a := range u.admin {
+		f, err := a.gate.File()
+		if err != nil {
+			return upgrade.Result{}, fmt.Errorf("%s: %w", a.key, err)
+		}
+		files = append(files, f)
+		hello.Listeners = append(hello.Listeners, upgrade.Listener{Name: a.key, Address: a.addr})
+	}
+	for _, h := range u.srv.State().Health() {
+		hello.Health = append(hello.Health, upgrade.Health{Service: h.Service, Server: h.Server, Up: h.Up})
+	}
+	for _, p := range u.w.Statuses() {
+		if !p.LastUpdate.IsZero() {
+			hello.Providers = append(hello.Providers, p.Name)
+		}
+	}
+	succ, err := upgrade.Start(u.self, hello, files, u.stats)
+	if err != nil {
+		return upgrade.Result{}, err
+	}
+	u.log.Info().Int("pid", succ.PID()).Str("path", u.self.Path).Msg("upgrade: new process started; waiting until it is ready")
+	ready, err := succ.WaitReady(readyTimeout)
+	if err != nil {
+		return upgrade.Result{}, err
+	}
+
+	// The handover. From here to the end no shutdown begins (stop waits).
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done {
+		succ.Kill()
+		return upgrade.Result{}, errors.New("shutting down: upgrade abandoned")
+	}
+	u.srv.StopAccepting()
+	for _, a := range u.admin {
+		a.gate.Pause()
+	}
+	reg := &u.srv.State().Limiters
+	var exs []inflightconn.Export
+	var limiters []*inflightconn.Limiter
+	reg.Each(func(name string, l *inflightconn.Limiter) {
+		exs = append(exs, l.Export(name, succ.Remote(len(exs))))
+		limiters = append(limiters, l)
+	})
+	err = succ.SendSnapshot(exs)
+	var started upgrade.Started
+	if err == nil {
+		started, err = succ.WaitStarted(startedTimeout)
+	}
+	if err != nil {
+		succ.Kill() // never two processes accepting
+		for _, l := range limiters {
+			l.Unexport()
+		}
+		u.srv.Resume()
+		for _, a := range u.admin {
+			a.gate.Resume()
+		}
+		return upgrade.Result{}, err
+	}
+	u.done = true
+	u.stats.SuccessorPID.Store(int64(succ.PID()))
+	// Listeners the new process does not serve on (entry point removed or
+	// moved) close now: this process accepts on none any more.
+	use := map[string]bool{}
+	for _, n := range ready.Uses {
+		use[n] = true
+	}
+	for _, name := range u.srv.EntryPointNames() {
+		if !use[name] {
+			u.srv.EntryPoint(name).CloseListener()
+		}
+	}
+	for _, a := range u.admin {
+		a.closing.Store(true)
+		_ = a.gate.Close()
+	}
+	notify(u.log, fmt.Sprintf("MAINPID=%d\nREADY=1", started.PID))
+	u.handedOver <- succ
+	return upgrade.Result{PID: succ.PID(), Generation: gen, PreviousPID: os.Getpid(),
+		Limiters: u.stats.Sent.Limiters.Load(), Keys: u.stats.Sent.Keys.Load(), Connections: u.stats.Sent.Connections.Load()}, nil
+}
+
+// adminListener is one admin listener: its socket behind a gate that a
+// handover pauses (upgrade.Gate), and its server.
+type adminListener struct {
+	key, addr, what string
+	gate            *upgrade.Gate
+	hs              *http.Server
+	inherited       bool
+	closing         atomic.Bool // closed by a handover: Serve's return is no error
+}
+
+type admins []*adminListener
+
+// uses reports whether the listener named key serves on an inherited socket.
+func (as admins) uses(key string) bool {
+	for _, a := range as {
+		if a.key == key {
+			return a.inherited
+		}
+	}
+	return false
+}
+
+// adminListeners binds (or takes over from inherited, at an upgrade) what
+// --api and --metrics.prometheus expose; serveAdmin serves them:
 //
 //   - --api: the admin API (/ping, /api/...), plus /metrics with
 //     --metrics.prometheus unless metrics have an address of their own;
@@ -208,50 +665,73 @@ func run(cmd *config.Command) error {
 //   - metrics.prometheus.address: /metrics (and /ping) there, apart from the API.
 //
 // Each listener has the admin server's timeouts and connection bound.
-func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, log zerolog.Logger) ([]*http.Server, error) {
+func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, up *upgrader, inherited map[string]upgrade.Listener, log zerolog.Logger) (admins, error) {
 	var metrics http.Handler
 	metricsAddr := ""
 	if st.Metrics != nil && st.Metrics.Prometheus != nil {
-		metrics = api.MetricsHandler(srv, w)
+		metrics = api.MetricsHandler(srv, w, up.stats)
 		metricsAddr = st.Metrics.Prometheus.Address
 		if metricsAddr == "" && st.API == nil {
 			metricsAddr = config.DefaultAPIAddress
 		}
 	}
-	type listener struct {
-		key, addr, what string
-		h               http.Handler
-	}
-	var ls []listener
+	var ls admins
 	if st.API != nil {
-		src := api.Sources{Server: srv, Watcher: w}
+		src := api.Sources{Server: srv, Watcher: w, Upgrade: up.Upgrade,
+			Process: func() upgrade.View { return up.stats.View(os.Getpid(), up.state()) }}
 		if metrics != nil && metricsAddr == "" {
 			src.Metrics = metrics
 		}
-		ls = append(ls, listener{"api.address", st.API.Address, "admin API", api.Handler(src)})
+		ls = append(ls, &adminListener{key: "api.address", addr: st.API.Address, what: "admin API", hs: api.NewServer(api.Handler(src))})
 	}
 	if metrics != nil && metricsAddr != "" {
-		ls = append(ls, listener{"metrics.prometheus.address", metricsAddr, "metrics (only /metrics and /ping)", api.MetricsOnly(metrics)})
+		ls = append(ls, &adminListener{key: "metrics.prometheus.address", addr: metricsAddr, what: "metrics (only /metrics and /ping)", hs: api.NewServer(api.MetricsOnly(metrics))})
 	}
-	var started []*http.Server
-	for _, l := range ls {
-		ln, err := api.Listen(l.addr)
-		if err != nil {
-			for _, s := range started {
-				_ = s.Close()
+	for i, l := range ls {
+		var ln *net.TCPListener
+		in, ok := inherited[l.key]
+		if ok && in.Address == l.addr {
+			f := os.NewFile(uintptr(in.FD), l.key)
+			fl, err := net.FileListener(f)
+			f.Close()
+			if err == nil {
+				ln, ok = fl.(*net.TCPListener)
 			}
-			return nil, fmt.Errorf("%s=%q: cannot listen: %w", l.key, l.addr, err)
+			if ln == nil {
+				err = fmt.Errorf("%s=%q: the inherited socket is not a TCP listener: %v", l.key, l.addr, err)
+				closeAdmins(ls[:i])
+				return nil, err
+			}
+			l.inherited = true
+		} else {
+			nl, err := net.Listen("tcp", l.addr)
+			if err != nil {
+				closeAdmins(ls[:i])
+				return nil, fmt.Errorf("%s=%q: cannot listen: %w", l.key, l.addr, err)
+			}
+			ln = nl.(*net.TCPListener)
 		}
-		hs := api.NewServer(l.h)
+		l.gate = upgrade.NewGate(ln)
+	}
+	return ls, nil
+}
+
+func closeAdmins(as admins) {
+	for _, a := range as {
+		_ = a.gate.Close()
+	}
+}
+
+// serveAdmin serves the admin listeners.
+func serveAdmin(as admins, up *upgrader, log zerolog.Logger) {
+	for _, l := range as {
 		go func() {
-			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error().Err(err).Str("address", ln.Addr().String()).Msg(l.what + " stopped")
+			if err := l.hs.Serve(api.Limit(l.gate)); err != nil && !errors.Is(err, http.ErrServerClosed) && !l.closing.Load() {
+				log.Error().Err(err).Str("address", l.gate.Addr().String()).Msg(l.what + " stopped")
 			}
 		}()
-		log.Info().Str("address", ln.Addr().String()).Msg(l.what + " listening")
-		started = append(started, hs)
+		log.Info().Str("address", l.gate.Addr().String()).Msg(l.what + " listening")
 	}
-	return started, nil
 }
 
 // labelProviders builds the Docker, Consul Catalog, Kubernetes CRD, Docker

@@ -5,6 +5,7 @@ package api
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tollgate-proxy/tollgate/internal/upgrade"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
@@ -23,6 +25,12 @@ type Sources struct {
 	Watcher  *provider.Watcher
 	Metrics  http.Handler // nil when metrics are off
 	TopLimit int          // top clients shown per limiter in rawdata (default 10)
+	// Process is this process's generation and handover counters
+	// (GET /api/process); nil leaves the endpoint out.
+	Process func() upgrade.View
+	// Upgrade starts a binary upgrade and returns its outcome
+	// (POST /api/upgrade); nil leaves the endpoint out.
+	Upgrade func(context.Context) (upgrade.Result, error)
 }
 
 // MaxTop bounds ?top= on the clients endpoint: a snapshot sorts every client
@@ -56,11 +64,20 @@ func Handler(src Sources) http.Handler {
 	if src.Metrics != nil {
 		mux.Handle("GET /metrics", src.Metrics)
 	}
+	if src.Process != nil {
+		mux.HandleFunc("GET /api/process", func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusOK, src.Process())
+		})
+	}
+	if src.Upgrade != nil {
+		mux.HandleFunc("POST /api/upgrade", src.upgradeHandler)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			// Every endpoint is read-only: say so rather than "not found".
+			// Every endpoint but POST /api/upgrade is read-only: say so
+			// rather than "not found".
 			w.Header().Set("Allow", "GET, HEAD")
-			writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: the admin API is read-only (GET)")
+			writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: the admin API is read-only (GET), but for POST /api/upgrade")
 			return
 		}
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path)

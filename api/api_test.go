@@ -55,7 +55,7 @@ func setup(t *testing.T) (*httptest.Server, *proxy.Server, string) {
 		},
 	}}
 	srv.Apply(provider.Merge(map[string]*config.Dynamic{"file": cfg}))
-	h := httptest.NewServer(Handler(Sources{Server: srv, Watcher: w, Metrics: MetricsHandler(srv, w)}))
+	h := httptest.NewServer(Handler(Sources{Server: srv, Watcher: w, Metrics: MetricsHandler(srv, w, nil)}))
 	t.Cleanup(h.Close)
 	return h, srv, srv.EntryPoint("tcp").Addr().String()
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tollgate-proxy/tollgate/internal/upgrade"
 	"github.com/tollgate-proxy/tollgate/middleware/ipallowlist"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/proxy"
@@ -17,10 +18,16 @@ import (
 // metrics beyond those atomic adds. Per-router bytes and durations are
 // counted when a connection closes, and only when the server's State has
 // ConnObservers.Metrics set (main.go sets it with --metrics.prometheus).
-func MetricsHandler(srv *proxy.Server, w *provider.Watcher) http.Handler {
+//
+// up, when not nil, adds the process generation and the handover counters
+// of binary upgrades (README, "Upgrading in place").
+func MetricsHandler(srv *proxy.Server, w *provider.Watcher, up *upgrade.Stats) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(&collector{srv: srv, w: w})
+	if up != nil {
+		reg.MustRegister(upgradeCollector{up})
+	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
@@ -177,4 +184,44 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descProvErrAt, prometheus.GaugeValue, float64(s.ErrorSince.UnixNano())/1e9, s.Name)
 		}
 	}
+}
+
+var (
+	descGeneration = prometheus.NewDesc("tollgate_process_generation", "1 for a process started by hand, one more than its predecessor's for one started by a binary upgrade.", nil, nil)
+	descUpgrades   = prometheus.NewDesc("tollgate_upgrades_total", "Binary upgrades this process attempted, per result (ok|failed).", []string{"result"}, nil)
+	descHandover   = prometheus.NewDesc("tollgate_handover_connections", "inFlightConn connections in the snapshot of a handover, per direction (received from the predecessor|sent to the successor).", []string{"direction"}, nil)
+	descHandKeys   = prometheus.NewDesc("tollgate_handover_keys", "Client keys in the snapshot of a handover, per direction.", []string{"direction"}, nil)
+	descReleases   = prometheus.NewDesc("tollgate_handover_releases_total", "Releases of the old process's connections, per direction (received|forwarded).", []string{"direction"}, nil)
+	descOutstand   = prometheus.NewDesc("tollgate_handover_outstanding_connections", "The predecessor's connections still counted in this process's limiters.", nil, nil)
+	descAtEnd      = prometheus.NewDesc("tollgate_handover_released_at_end_total", "The predecessor's connections released when its state channel ended (it exited or was killed).", nil, nil)
+)
+
+// upgradeCollector reads a process's upgrade.Stats at scrape time.
+type upgradeCollector struct{ s *upgrade.Stats }
+
+func (c upgradeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descGeneration, descUpgrades, descHandover, descHandKeys, descReleases, descOutstand, descAtEnd} {
+		ch <- d
+	}
+}
+
+func (c upgradeCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	gauge := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+	}
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(descGeneration, int64(s.Generation.Load()))
+	counter(descUpgrades, s.Attempts.Load()-s.Failures.Load(), "ok")
+	counter(descUpgrades, s.Failures.Load(), "failed")
+	gauge(descHandover, s.Received.Connections.Load(), "received")
+	gauge(descHandover, s.Sent.Connections.Load(), "sent")
+	gauge(descHandKeys, s.Received.Keys.Load(), "received")
+	gauge(descHandKeys, s.Sent.Keys.Load(), "sent")
+	counter(descReleases, s.ReleasesReceived.Load(), "received")
+	counter(descReleases, s.ReleasesForwarded.Load(), "forwarded")
+	gauge(descOutstand, s.Outstanding.Load())
+	counter(descAtEnd, s.ReleasedAtEnd.Load())
 }

@@ -82,7 +82,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go w.Run(ctx, msgs)
-	h := httptest.NewServer(Handler(Sources{Server: srv, Watcher: w, Metrics: MetricsHandler(srv, w)}))
+	h := httptest.NewServer(Handler(Sources{Server: srv, Watcher: w, Metrics: MetricsHandler(srv, w, nil)}))
 	t.Cleanup(h.Close)
 	return &rig{h: h, srv: srv, w: w, msgs: msgs, be: be.Addr().String(), addr: srv.EntryPoint("tcp").Addr().String()}
 }

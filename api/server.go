@@ -50,6 +50,10 @@ func newServer(h http.Handler, l limits) *http.Server {
 // connections at once.
 func Listen(addr string) (net.Listener, error) { return listen(addr, adminLimits.conns) }
 
+// Limit bounds ln to MaxConns connections at once (Listen's bound, for a
+// listener made elsewhere: one inherited at an upgrade).
+func Limit(ln net.Listener) net.Listener { return netutil.LimitListener(ln, adminLimits.conns) }
+
 func listen(addr string, conns int) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -23,6 +23,8 @@ import (
 // keeps the generation it was routed with.
 type EntryPoint struct {
 	name        string
+	address     string         // as configured (an upgrade reuses the socket for the same address)
+	inherited   bool           // the socket came from the process this one upgrades
 	lfd         int            // the listening socket, raw (see listenSocket)
 	bound       netip.AddrPort // its address (port 0 resolved)
 	wildcard    bool           // bound to every address: a client's local address must be asked
@@ -59,8 +61,26 @@ func NewEntryPoint(name string, cfg *config.EntryPoint, log zerolog.Logger) (*En
 	if err != nil {
 		return nil, fmt.Errorf("entry point %q cannot listen on %s: %w", name, cfg.Address, err)
 	}
+	return newEntryPoint(name, cfg, fd, bound, wildcard, log)
+}
+
+// NewEntryPointFrom is NewEntryPoint on a listening socket this process
+// inherited from the one it upgrades (README, "Upgrading in place"): fd is
+// not bound again, so no connection waiting in its queue is lost. fd must be
+// a listening TCP socket; it is made non-blocking and close-on-exec, and the
+// entry point owns it from then on (on error it is left to the caller).
+func NewEntryPointFrom(name string, cfg *config.EntryPoint, fd int, log zerolog.Logger) (*EntryPoint, error) {
+	bound, wildcard, err := inheritedListener(fd)
+	if err != nil {
+		return nil, fmt.Errorf("entry point %q: inherited socket %d for %s: %w", name, fd, cfg.Address, err)
+	}
+	return newEntryPoint(name, cfg, fd, bound, wildcard, log)
+}
+
+func newEntryPoint(name string, cfg *config.EntryPoint, fd int, bound netip.AddrPort, wildcard bool, log zerolog.Logger) (*EntryPoint, error) {
 	e := &EntryPoint{
 		name:        name,
+		address:     cfg.Address,
 		lfd:         fd,
 		bound:       bound,
 		wildcard:    wildcard,
@@ -100,9 +120,18 @@ func NewEntryPoint(name string, cfg *config.EntryPoint, log zerolog.Logger) (*En
 	return e, nil
 }
 
+// CloseListener closes the listening socket (this process's descriptor of
+// it) once it is out of the loops: after Server.StopAccepting, when the
+// process it was handed to does not serve it.
+func (e *EntryPoint) CloseListener() { e.closeListener() }
+
 func (e *EntryPoint) closeListener() {
 	e.closeOnce.Do(func() { _ = unix.Close(e.lfd) })
 }
+
+// Listener returns the configured address and the listening socket, for a
+// handover to a new process: the descriptor stays the entry point's.
+func (e *EntryPoint) Listener() (address string, fd int) { return e.address, e.lfd }
 
 // Name returns the entry point's name.
 func (e *EntryPoint) Name() string { return e.name }

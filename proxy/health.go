@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -119,6 +120,9 @@ type healthRegistry struct {
 	services map[string]*healthService
 	gen      uint64 // the current Compile; bumped by sweep
 	closed   bool
+	// seed is the UP/DOWN a predecessor process handed over (SeedHealth),
+	// by service and server: a new checker starts there instead of UP.
+	seed map[string]map[string]bool
 }
 
 type healthService struct {
@@ -171,6 +175,10 @@ func (r *healthRegistry) acquire(service string, spec healthSpec, addrs []string
 		if t == nil || t.spec != spec {
 			up := new(atomic.Bool)
 			up.Store(true)
+			if was, ok := r.seed[service][addr]; ok {
+				up.Store(was)
+				delete(r.seed[service], addr) // once: later checkers start UP
+			}
 			if t != nil {
 				t.halt()
 				up = t.up
@@ -297,6 +305,52 @@ func (t *healthTarget) run(ctx context.Context, target string, log zerolog.Logge
 // the status as of the last reload; this is the status now.
 func (s *State) ServerStatus(service string) map[string]string {
 	return s.health.status(service)
+}
+
+// HealthStatus is one health-checked server's state, as handed over to a
+// new process at an upgrade.
+type HealthStatus struct {
+	Service string
+	Server  string
+	Up      bool
+}
+
+// Health returns every health-checked server's UP/DOWN now, sorted.
+func (s *State) Health() []HealthStatus {
+	r := &s.health
+	r.mu.Lock()
+	var out []HealthStatus
+	for name, svc := range r.services {
+		for addr, t := range svc.targets {
+			out = append(out, HealthStatus{name, addr, t.up.Load()})
+		}
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Service != out[j].Service {
+			return out[i].Service < out[j].Service
+		}
+		return out[i].Server < out[j].Server
+	})
+	return out
+}
+
+// SeedHealth makes the checkers the first configuration starts begin where
+// a predecessor's were (a server DOWN there gets no connection here before
+// its first check passes) instead of UP. Call it before the first Apply.
+func (s *State) SeedHealth(hs []HealthStatus) {
+	r := &s.health
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seed == nil {
+		r.seed = map[string]map[string]bool{}
+	}
+	for _, h := range hs {
+		if r.seed[h.Service] == nil {
+			r.seed[h.Service] = map[string]bool{}
+		}
+		r.seed[h.Service][h.Server] = h.Up
+	}
 }
 
 // Close stops the work State owns in the background (health checkers) and

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -102,6 +103,43 @@ func listenSocket(addr string) (fd int, bound netip.AddrPort, wildcard bool, err
 		return fail("getsockname", err)
 	}
 	return fd, sockaddrAP(got), wildcard, nil
+}
+
+// inheritedListener checks that fd is a listening TCP socket (IPv4 or IPv6),
+// makes it non-blocking and close-on-exec, and returns its address and
+// whether it is bound to every address.
+func inheritedListener(fd int) (bound netip.AddrPort, wildcard bool, err error) {
+	for _, c := range []struct {
+		opt  int
+		want []int
+		what string
+	}{
+		{unix.SO_TYPE, []int{unix.SOCK_STREAM}, "not a stream socket"},
+		{unix.SO_DOMAIN, []int{unix.AF_INET, unix.AF_INET6}, "not an IP socket"},
+		{unix.SO_ACCEPTCONN, []int{1}, "not listening"},
+	} {
+		v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, c.opt)
+		if err != nil {
+			return bound, false, os.NewSyscallError("getsockopt", err)
+		}
+		ok := false
+		for _, w := range c.want {
+			ok = ok || v == w
+		}
+		if !ok {
+			return bound, false, errors.New(c.what)
+		}
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return bound, false, os.NewSyscallError("fcntl", err)
+	}
+	unix.CloseOnExec(fd)
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return bound, false, os.NewSyscallError("getsockname", err)
+	}
+	bound = sockaddrAP(sa)
+	return bound, bound.Addr().IsUnspecified(), nil
 }
 
 var (

@@ -35,13 +35,40 @@ type Server struct {
 // NewServer binds every entry point. On error the ones already bound are
 // closed and the error names the entry point and address.
 func NewServer(eps map[string]*config.EntryPoint, log zerolog.Logger) (*Server, error) {
+	return NewServerFrom(eps, nil, log)
+}
+
+// Inherited is a listening socket handed over by the process this one
+// upgrades (README, "Upgrading in place"): the entry point's name, the
+// address it was configured with there, and the descriptor.
+type Inherited struct {
+	Name    string
+	Address string
+	FD      int
+}
+
+// NewServerFrom is NewServer for a process that inherited listening
+// sockets: an entry point configured with the same name and address takes
+// over its inherited socket (nothing is bound again: connections waiting in
+// its queue are kept), any other is bound as usual. The caller keeps the
+// inherited sockets that Uses does not report.
+func NewServerFrom(eps map[string]*config.EntryPoint, inherited map[string]Inherited, log zerolog.Logger) (*Server, error) {
 	s := &Server{eps: map[string]*EntryPoint{}, state: NewState(log), log: log}
 	for name := range eps {
 		s.names = append(s.names, name)
 	}
 	sort.Strings(s.names)
 	for _, name := range s.names {
-		ep, err := NewEntryPoint(name, eps[name], log)
+		var ep *EntryPoint
+		var err error
+		if in, ok := inherited[name]; ok && in.Address == eps[name].Address {
+			ep, err = NewEntryPointFrom(name, eps[name], in.FD, log)
+			if ep != nil {
+				ep.inherited = true
+			}
+		} else {
+			ep, err = NewEntryPoint(name, eps[name], log)
+		}
 		if err != nil {
 			for _, e := range s.eps {
 				e.closeListener()
@@ -68,6 +95,38 @@ func NewServer(eps map[string]*config.EntryPoint, log zerolog.Logger) (*Server, 
 // Start runs the event loops and puts every entry point's listener in them.
 func (s *Server) Start() {
 	s.engine.start()
+	for _, name := range s.names {
+		ep := s.eps[name]
+		s.engine.each(func(l *loop) {
+			if err := l.addListener(ep); err != nil {
+				ep.log.Error().Err(err).Msg("entry point cannot accept")
+			}
+		})
+	}
+}
+
+// Uses reports whether the named entry point serves on a socket it
+// inherited (NewServerFrom).
+func (s *Server) Uses(name string) bool {
+	ep := s.eps[name]
+	return ep != nil && ep.inherited
+}
+
+// StopAccepting takes every entry point's listener out of the loops without
+// closing it: connections wait in the kernel's queue (none is refused)
+// until another process, which has the same sockets, accepts them, or
+// Resume. Live connections are served on. Used by a handover (README,
+// "Upgrading in place").
+func (s *Server) StopAccepting() {
+	for _, name := range s.names {
+		ep := s.eps[name]
+		s.engine.each(func(l *loop) { l.removeListener(ep) })
+	}
+}
+
+// Resume puts the listeners back in the loops after StopAccepting (a
+// handover that did not complete).
+func (s *Server) Resume() {
 	for _, name := range s.names {
 		ep := s.eps[name]
 		s.engine.each(func(l *loop) {

@@ -2,7 +2,7 @@
 // configuration (a config file, flags, TOLLGATE_* variables, in that order
 // of precedence) written once for every command that reads it, one-line
 // errors that name where a bad option was written (the flag, the variable,
-// the file and line), and the version, healthcheck and demo subcommands.
+// the file and line), and the version, healthcheck, upgrade and demo subcommands.
 // main.go gives it the function that runs the proxy; `tollgate check` is the
 // check package's own command.
 package cmdline
@@ -44,6 +44,7 @@ func Root(cmd *config.Command, run func() error, version string) *cli.Command {
 		},
 	})
 	_ = root.AddCommand(Healthcheck())
+	_ = root.AddCommand(Upgrade())
 	_ = root.AddCommand(Demo(cmd, run, src))
 	return root
 }

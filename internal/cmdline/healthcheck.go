@@ -46,12 +46,12 @@ func Healthcheck() *cli.Command {
 	}
 }
 
-// ping asks the admin API at addr (a listen address: an empty or unspecified
-// host means this host's loopback) for /ping.
-func ping(addr string) error {
+// adminURL is the URL of path on the admin listener at addr (a listen
+// address: an empty or unspecified host means this host's loopback).
+func adminURL(addr, path string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("api.address=%q: %w", addr, err)
+		return "", fmt.Errorf("api.address=%q: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
@@ -59,7 +59,16 @@ func ping(addr string) error {
 			host = "::1"
 		}
 	}
-	url := "http://" + net.JoinHostPort(host, port) + "/ping"
+	return "http://" + net.JoinHostPort(host, port) + path, nil
+}
+
+// ping asks the admin API at addr (a listen address: an empty or unspecified
+// host means this host's loopback) for /ping.
+func ping(addr string) error {
+	url, err := adminURL(addr, "/ping")
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), healthcheckTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -68,10 +68,23 @@ func StartTollgateNoFile(t testing.TB, nofile int, args ...string) *Tollgate {
 	return startTollgate(t, wrap, nil, args)
 }
 
+// StartTollgateFrom is StartTollgate with the binary at bin (a copy of
+// Binary that a test may replace, as an upgrade starts the file at the path
+// the process was started from).
+func StartTollgateFrom(t testing.TB, bin string, args ...string) *Tollgate {
+	t.Helper()
+	return startTollgateBin(t, bin, nil, nil, args)
+}
+
 func startTollgate(t testing.TB, wrap, env, args []string) *Tollgate {
 	t.Helper()
+	return startTollgateBin(t, Binary(t), wrap, env, args)
+}
+
+func startTollgateBin(t testing.TB, bin string, wrap, env, args []string) *Tollgate {
+	t.Helper()
 	g := &Tollgate{API: FreeAddr(t), Out: &Buffer{}, exited: make(chan struct{})}
-	argv := append(append(append([]string(nil), wrap...), Binary(t)), append(args, "--api.address="+g.API)...)
+	argv := append(append(append([]string(nil), wrap...), bin), append(args, "--api.address="+g.API)...)
 	g.cmd = exec.Command(argv[0], argv[1:]...)
 	g.cmd.Env = env
 	g.cmd.Stdout, g.cmd.Stderr = g.Out, g.Out
@@ -114,9 +127,17 @@ func (g *Tollgate) Stop() {
 	case <-g.exited:
 	case <-time.After(15 * time.Second):
 		_ = g.cmd.Process.Kill()
-		<-g.exited
+		// A process it started (an upgrade) may still hold the output
+		// pipe, and Wait waits for the pipe: bound that wait.
+		select {
+		case <-g.exited:
+		case <-time.After(5 * time.Second):
+		}
 	}
 }
+
+// PID is the process's.
+func (g *Tollgate) PID() int { return g.cmd.Process.Pid }
 
 // Signal sends sig to the process.
 func (g *Tollgate) Signal(sig syscall.Signal) error { return g.cmd.Process.Signal(sig) }

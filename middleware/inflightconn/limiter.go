@@ -22,7 +22,10 @@ const shardCount = 64
 type shard struct {
 	mu sync.Mutex
 	m  map[netip.Addr]int64
-	_  [40]byte // keep neighbouring shards' mutexes off one cache line
+	// forward: the shard was exported (handover.go); its releases are
+	// passed on to the limiter's remote.
+	forward bool
+	_       [39]byte // keep neighbouring shards' mutexes off one cache line
 }
 
 // Limiter counts open connections per client key and admits a connection only
@@ -38,6 +41,7 @@ type Limiter struct {
 	admits  atomic.Uint64 // connections admitted, ever
 	rejects atomic.Uint64 // connections rejected (or, in dry run, that would have been)
 	logs    rejectLog
+	remote  atomic.Pointer[Remote] // set while the budget is another process's (handover.go)
 }
 
 // NewLimiter returns an empty limiter admitting amount connections per key.
@@ -118,11 +122,17 @@ func (l *Limiter) Release(k netip.Addr) {
 	} else {
 		s.m[k] = n - 1
 	}
+	fwd := s.forward
 	s.mu.Unlock()
 	if n <= 1 {
 		l.keys.Add(-1)
 	}
 	l.total.Add(-1)
+	if fwd {
+		if r := l.remote.Load(); r != nil {
+			(*r).Release(k)
+		}
+	}
 }
 
 // Count returns the open connections counted for key k.

@@ -65,6 +65,10 @@ var _ tcp.Handler = (*handler)(nil)
 // of a flood (see tcp.Conn.Refuse).
 func (h *handler) ServeTCP(c *tcp.Conn) {
 	k := h.l.Key(c.Client.Addr())
+	if r := h.l.remote.Load(); r != nil {
+		h.serveRemote(c, k, *r)
+		return
+	}
 	admitted := h.l.Acquire(k)
 	if !admitted {
 		c.Refuse(tcp.Gently(h.l.logs.reject(&h.log, k, false)))
@@ -75,6 +79,30 @@ func (h *handler) ServeTCP(c *tcp.Conn) {
 	}
 	c.DeferClient(h.l)
 	h.next.ServeTCP(c)
+}
+
+// serveRemote admits c by asking the process the limiter's budget was handed
+// to (handover.go): c was accepted before the handover and reached the
+// middleware after it. The connection waits for the answer (tcp.Conn.Later);
+// admitted, it is counted here too, so that its release is forwarded like the
+// others'. Ended before the answer was used, its slot is given back there.
+func (h *handler) serveRemote(c *tcp.Conn, k netip.Addr, r Remote) {
+	r.Acquire(k, func(ok bool) {
+		c.Later(func() {
+			if !ok {
+				h.l.CountRejected()
+				c.Refuse(tcp.Gently(h.l.logs.reject(&h.log, k, false)))
+				return
+			}
+			h.l.Import(k, 1)
+			c.DeferClient(h.l)
+			h.next.ServeTCP(c)
+		}, func() {
+			if ok {
+				r.Release(k)
+			}
+		})
+	})
 }
 
 // Finish releases the connection's slot; Limiter is the tcp.Finisher that

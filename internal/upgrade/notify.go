@@ -1,0 +1,28 @@
+package upgrade
+
+import (
+	"net"
+	"os"
+)
+
+// Notify sends state to systemd's notification socket ($NOTIFY_SOCKET), as
+// sd_notify(3) does: one datagram of newline-separated assignments
+// ("READY=1", "MAINPID=4242\nREADY=1", "STOPPING=1"). It does nothing when
+// the variable is not set (not run by systemd with Type=notify). An
+// address starting with '@' is in the abstract namespace.
+func Notify(state string) error {
+	addr := os.Getenv("NOTIFY_SOCKET")
+	if addr == "" {
+		return nil
+	}
+	if addr[0] == '@' {
+		addr = "\x00" + addr[1:]
+	}
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr, Net: "unixgram"})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Write([]byte(state))
+	return err
+}

@@ -1,0 +1,297 @@
+package upgrade
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
+)
+
+// helloTimeout bounds the wait for the old process's hello: it sends it
+// right after starting this one.
+const helloTimeout = 10 * time.Second
+
+// Predecessor is the new process's handle on the old process that started
+// it: the hello it sent, and the state channel. After the snapshot is
+// imported, Run applies the old process's releases and answers its acquires
+// until the channel ends; then whatever it still counts here is released
+// (its connections ended with it).
+type Predecessor struct {
+	Hello Hello
+
+	conn *net.UnixConn
+	r    *bufio.Reader
+	w    *bufio.Writer
+	wmu  sync.Mutex // w: Run's grants and relayed ones
+	st   *Stats
+
+	mu          sync.Mutex
+	limiters    []*inflightconn.Limiter
+	outstanding []map[netip.Addr]int64 // per limiter: the old process's connections counted here
+	done        chan struct{}
+	sayBye      bool // the old process said bye before the channel ended
+	ended       bool // Run released what was left: nothing more is counted
+}
+
+// Inherit takes the state channel on descriptor fd (TakeEnv) and reads the
+// old process's hello.
+func Inherit(fd int, st *Stats) (*Predecessor, error) {
+	f := os.NewFile(uintptr(fd), "handover")
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%s=%d: not a state channel: %w", EnvFD, fd, err)
+	}
+	conn, ok := nc.(*net.UnixConn)
+	if !ok {
+		nc.Close()
+		return nil, fmt.Errorf("%s=%d: not a unix socket", EnvFD, fd)
+	}
+	p := &Predecessor{conn: conn, st: st, r: bufio.NewReaderSize(conn, 64<<10), w: bufio.NewWriterSize(conn, 64<<10), done: make(chan struct{})}
+	_ = conn.SetReadDeadline(time.Now().Add(helloTimeout))
+	typ, b, err := readFrame(p.r)
+	if err == nil && typ != msgHello {
+		err = fmt.Errorf("%w: type %d where a hello was expected", errFrame, typ)
+	}
+	if err == nil {
+		p.Hello, err = decodeHello(b)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("state channel: %w", err)
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	st.Generation.Store(p.Hello.Generation)
+	st.PredecessorPID.Store(int64(p.Hello.PID))
+	return p, nil
+}
+
+// Fail tells the old process why this one gives up, and closes the channel.
+func (p *Predecessor) Fail(err error) {
+	p.wmu.Lock()
+	_ = writeFrame(p.w, msgFail, []byte(err.Error()))
+	_ = p.w.Flush()
+	p.wmu.Unlock()
+	p.conn.Close()
+}
+
+// Ready tells the old process this one is ready.
+func (p *Predecessor) Ready(r Ready) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	return writeJSON(p.w, msgReady, r)
+}
+
+// WaitSnapshot waits, at most timeout, for the old process to stop
+// accepting and send its counts.
+func (p *Predecessor) WaitSnapshot(timeout time.Duration) ([]inflightconn.Export, error) {
+	_ = p.conn.SetReadDeadline(time.Now().Add(timeout))
+	defer func() { _ = p.conn.SetReadDeadline(time.Time{}) }()
+	typ, b, err := readFrame(p.r)
+	if errors.Is(err, io.EOF) {
+		return nil, errors.New("the old process ended the upgrade (the state channel closed before the snapshot)")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state channel: waiting for the snapshot: %w", err)
+	}
+	if typ != msgSnapshot {
+		return nil, fmt.Errorf("state channel: %w: type %d where the snapshot was expected", errFrame, typ)
+	}
+	return decodeSnapshot(b)
+}
+
+// Import puts the snapshot's counts in the registry's limiters and
+// remembers them, so that they are released as the old process's
+// connections end, or all at once if it dies.
+func (p *Predecessor) Import(reg *inflightconn.Registry, exs []inflightconn.Export) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var keys, conns int64
+	for i := range exs {
+		ex := &exs[i]
+		l := reg.Import(ex)
+		out := make(map[netip.Addr]int64, len(ex.Keys))
+		for _, kc := range ex.Keys {
+			out[kc.Key] += kc.Count
+			conns += kc.Count
+		}
+		keys += int64(len(ex.Keys))
+		p.limiters = append(p.limiters, l)
+		p.outstanding = append(p.outstanding, out)
+	}
+	p.st.Received.Limiters.Store(int64(len(exs)))
+	p.st.Received.Keys.Store(keys)
+	p.st.Received.Connections.Store(conns)
+	p.st.Outstanding.Store(conns)
+}
+
+// Started tells the old process this one accepts.
+func (p *Predecessor) Started(pid int) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	return writeJSON(p.w, msgStarted, Started{PID: pid})
+}
+
+// Done is closed when the old process is gone and everything it counted
+// here is released.
+func (p *Predecessor) Done() <-chan struct{} { return p.done }
+
+// Run applies the old process's releases and answers its acquires until
+// the channel ends, then releases what is left. It returns why the channel
+// ended (nil after a bye).
+func (p *Predecessor) Run() error {
+	err := p.serve()
+	p.conn.Close()
+	p.mu.Lock()
+	p.ended = true
+	var left int64
+	for i, out := range p.outstanding {
+		for k, n := range out {
+			for ; n > 0; n-- {
+				p.limiters[i].Release(k)
+				left++
+			}
+			delete(out, k)
+		}
+	}
+	bye := p.sayBye
+	p.mu.Unlock()
+	p.st.Outstanding.Store(0)
+	p.st.ReleasedAtEnd.Add(left)
+	if !bye {
+		p.st.PredecessorLost.Store(true)
+	}
+	p.st.PredecessorDone.Store(true)
+	close(p.done)
+	if err == nil && left > 0 {
+		err = fmt.Errorf("the old process said bye with %d connections still counted here (released)", left)
+	}
+	return err
+}
+
+func (p *Predecessor) serve() error {
+	for {
+		typ, b, err := readFrame(p.r)
+		if errors.Is(err, io.EOF) {
+			return errors.New("the old process ended without saying bye (killed?): its connections ended with it")
+		}
+		if err != nil {
+			return fmt.Errorf("state channel: %w", err)
+		}
+		switch typ {
+		case msgReleases:
+			if err := decodeReleases(b, p.release); err != nil {
+				return err
+			}
+		case msgAcquires:
+			var grants []byte
+			var waits sync.WaitGroup
+			var gmu sync.Mutex
+			err := decodeAcquires(b, func(m acquire) {
+				waits.Add(1)
+				p.acquire(m, func(ok bool) {
+					gmu.Lock()
+					grants = appendGrant(grants, grant{m.seq, ok})
+					gmu.Unlock()
+					waits.Done()
+				})
+			})
+			if err != nil {
+				return err
+			}
+			// Answers relayed to a process this one handed over to come
+			// later: send each batch when it is whole, off this loop.
+			go func() {
+				waits.Wait()
+				p.wmu.Lock()
+				defer p.wmu.Unlock()
+				if writeFrame(p.w, msgGrants, grants) == nil {
+					_ = p.w.Flush()
+				}
+			}()
+		case msgBye:
+			p.mu.Lock()
+			p.sayBye = true
+			p.mu.Unlock()
+			return nil
+		default:
+			return fmt.Errorf("state channel: %w: unexpected message type %d from the old process", errFrame, typ)
+		}
+	}
+}
+
+func (p *Predecessor) release(m release) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if int(m.idx) >= len(p.limiters) {
+		return fmt.Errorf("state channel: %w: release for limiter %d of %d", errFrame, m.idx, len(p.limiters))
+	}
+	p.st.ReleasesReceived.Add(1)
+	out := p.outstanding[m.idx]
+	n := out[m.key]
+	if n <= 0 {
+		p.st.ReleasesUnmatched.Add(1) // never release what the old process did not count here
+		return nil
+	}
+	if n == 1 {
+		delete(out, m.key)
+	} else {
+		out[m.key] = n - 1
+	}
+	p.st.Outstanding.Add(-1)
+	p.limiters[m.idx].Release(m.key)
+	return nil
+}
+
+// acquire decides an acquire of the old process: here, or, when this
+// process has handed its budget on in turn, where it went.
+func (p *Predecessor) acquire(m acquire, done func(bool)) {
+	p.mu.Lock()
+	if int(m.idx) >= len(p.limiters) {
+		p.mu.Unlock()
+		done(false)
+		return
+	}
+	l := p.limiters[m.idx]
+	p.mu.Unlock()
+	counted := func() {
+		p.mu.Lock()
+		ended := p.ended
+		if !ended {
+			p.outstanding[m.idx][m.key]++
+		}
+		p.mu.Unlock()
+		if ended { // answered after the old process was gone: nobody holds it
+			l.Release(m.key)
+			return
+		}
+		p.st.Outstanding.Add(1)
+	}
+	if r := l.Remote(); r != nil {
+		r.Acquire(m.key, func(ok bool) {
+			if ok {
+				l.Import(m.key, 1)
+				counted()
+			}
+			done(ok)
+		})
+		return
+	}
+	ok := l.Acquire(m.key)
+	if ok {
+		counted()
+	}
+	p.st.AcquiresAnswered.Add(1)
+	done(ok)
+}
+
+// FailReason is err as one line, for a fail message.
+func FailReason(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

@@ -1,0 +1,140 @@
+// Package upgrade is tollgate's binary upgrade in place (README,
+// "Upgrading in place"): the old process starts the new one from the same
+// command line with its listening sockets and a state channel (a
+// socketpair), waits until it is ready, stops accepting, hands over every
+// inFlightConn limiter's counts, and forwards the release of each of its
+// connections as it ends, so that the per-client limits stay one budget
+// across both processes. It also speaks systemd's notify protocol.
+//
+// The process side (what to hand over, when to stop accepting) is main.go's;
+// this package is the protocol and the processes.
+package upgrade
+
+import (
+	"errors"
+	"sync/atomic"
+)
+
+// Stats are a process's upgrade and handover counters, for the API and
+// metrics. The zero value is ready; a process has one.
+type Stats struct {
+	// Generation is 1 for a process started by hand, its predecessor's
+	// plus one for a process started by an upgrade.
+	Generation     atomic.Uint64
+	PredecessorPID atomic.Int64
+
+	// Received: what this process imported from its predecessor.
+	Received          Counts
+	ReleasesReceived  atomic.Int64
+	ReleasesUnmatched atomic.Int64 // releases of nothing counted here (ignored)
+	AcquiresAnswered  atomic.Int64
+	Outstanding       atomic.Int64 // the predecessor's connections still counted here
+	ReleasedAtEnd     atomic.Int64 // released when the channel ended (the predecessor was gone)
+	PredecessorDone   atomic.Bool
+	PredecessorLost   atomic.Bool // its channel ended without a bye (killed, crashed)
+
+	// Sent: what this process handed to its successor.
+	Sent              Counts
+	ReleasesForwarded atomic.Int64
+	AcquiresAsked     atomic.Int64
+	AcquiresGranted   atomic.Int64
+	SuccessorPID      atomic.Int64
+
+	Attempts  atomic.Int64
+	Failures  atomic.Int64
+	LastError atomic.Pointer[string]
+}
+
+// Counts is a snapshot's size.
+type Counts struct {
+	Limiters    atomic.Int64
+	Keys        atomic.Int64
+	Connections atomic.Int64
+}
+
+// View is Stats as the API shows them (GET /api/process).
+type View struct {
+	PID        int    `json:"pid"`
+	Generation uint64 `json:"generation"`
+	// State: "serving", "upgrading" (a new process is starting), or
+	// "draining" (handed over: serving its last connections).
+	State          string        `json:"state"`
+	PredecessorPID int64         `json:"predecessorPid,omitempty"`
+	SuccessorPID   int64         `json:"successorPid,omitempty"`
+	Received       *ReceivedView `json:"received,omitempty"`
+	Sent           *SentView     `json:"sent,omitempty"`
+	Upgrades       UpgradesView  `json:"upgrades"`
+}
+
+// ReceivedView is what this process took over from its predecessor.
+type ReceivedView struct {
+	CountsView
+	ReleasesReceived  int64 `json:"releasesReceived"`
+	ReleasesUnmatched int64 `json:"releasesUnmatched"`
+	AcquiresAnswered  int64 `json:"acquiresAnswered"`
+	Outstanding       int64 `json:"outstanding"`
+	ReleasedAtEnd     int64 `json:"releasedAtEnd"`
+	PredecessorDone   bool  `json:"predecessorDone"`
+	PredecessorLost   bool  `json:"predecessorLost"`
+}
+
+// SentView is what this process handed to its successor.
+type SentView struct {
+	CountsView
+	ReleasesForwarded int64 `json:"releasesForwarded"`
+	AcquiresAsked     int64 `json:"acquiresAsked"`
+	AcquiresGranted   int64 `json:"acquiresGranted"`
+}
+
+// CountsView is a snapshot's size.
+type CountsView struct {
+	Limiters    int64 `json:"limiters"`
+	Keys        int64 `json:"keys"`
+	Connections int64 `json:"connections"`
+}
+
+// UpgradesView counts the upgrades this process attempted.
+type UpgradesView struct {
+	Attempts  int64  `json:"attempts"`
+	Failures  int64  `json:"failures"`
+	LastError string `json:"lastError,omitempty"`
+}
+
+func (c *Counts) view() CountsView {
+	return CountsView{c.Limiters.Load(), c.Keys.Load(), c.Connections.Load()}
+}
+
+// View returns the counters now; state is the process's state word.
+func (s *Stats) View(pid int, state string) View {
+	v := View{PID: pid, Generation: s.Generation.Load(), State: state,
+		PredecessorPID: s.PredecessorPID.Load(), SuccessorPID: s.SuccessorPID.Load(),
+		Upgrades: UpgradesView{Attempts: s.Attempts.Load(), Failures: s.Failures.Load()}}
+	if e := s.LastError.Load(); e != nil {
+		v.Upgrades.LastError = *e
+	}
+	if v.PredecessorPID != 0 {
+		v.Received = &ReceivedView{CountsView: s.Received.view(), ReleasesReceived: s.ReleasesReceived.Load(),
+			ReleasesUnmatched: s.ReleasesUnmatched.Load(), AcquiresAnswered: s.AcquiresAnswered.Load(),
+			Outstanding: s.Outstanding.Load(), ReleasedAtEnd: s.ReleasedAtEnd.Load(),
+			PredecessorDone: s.PredecessorDone.Load(), PredecessorLost: s.PredecessorLost.Load()}
+	}
+	if v.SuccessorPID != 0 {
+		v.Sent = &SentView{CountsView: s.Sent.view(), ReleasesForwarded: s.ReleasesForwarded.Load(),
+			AcquiresAsked: s.AcquiresAsked.Load(), AcquiresGranted: s.AcquiresGranted.Load()}
+	}
+	return v
+}
+
+// Result is a successful upgrade, as POST /api/upgrade answers it.
+type Result struct {
+	PID         int    `json:"pid"`         // the new process, serving now
+	Generation  uint64 `json:"generation"`  // the new process's
+	PreviousPID int    `json:"previousPid"` // this one, draining
+	// Handed over: the inFlightConn counts the new process took.
+	Limiters    int64 `json:"limiters"`
+	Keys        int64 `json:"keys"`
+	Connections int64 `json:"connections"`
+}
+
+// ErrBusy: an upgrade is already under way, or this process has handed over.
+var ErrBusy = errors.New("upgrade refused")

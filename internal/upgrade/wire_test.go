@@ -1,0 +1,208 @@
+package upgrade
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"reflect"
+	"testing"
+
+	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
+)
+
+func sampleSnapshot() []inflightconn.Export {
+	return []inflightconn.Export{
+		{Name: "limit@file", Amount: 5, Admitted: 7, Rejected: 2, Keys: []inflightconn.KeyCount{
+			{Key: netip.MustParseAddr("127.0.0.2"), Count: 5}, {Key: netip.MustParseAddr("2001:db8::1"), Count: 1}}},
+		{Name: "dry@docker", Amount: 0, DryRun: true, V6Bits: 64},
+	}
+}
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	in := sampleSnapshot()
+	b, err := encodeSnapshot(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := decodeSnapshot(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in[1].Keys = []inflightconn.KeyCount{} // decoded as empty, not nil
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+	}
+	// Every truncation is an error, never a shorter snapshot.
+	for n := 0; n < len(b); n++ {
+		if _, err := decodeSnapshot(b[:n]); err == nil {
+			t.Fatalf("a snapshot cut at %d of %d bytes decoded", n, len(b))
+		}
+	}
+	if _, err := decodeSnapshot(append(b, 0)); err == nil {
+		t.Fatal("trailing bytes decoded")
+	}
+}
+
+// Values a process never sends are refused: a negative count would release
+// more than was counted, a negative amount is not a limit.
+func TestSnapshotRefusesBadValues(t *testing.T) {
+	for name, ex := range map[string]inflightconn.Export{
+		"negative count":  {Name: "m", Amount: 1, Keys: []inflightconn.KeyCount{{Key: netip.MustParseAddr("10.0.0.1"), Count: -1}}},
+		"zero count":      {Name: "m", Amount: 1, Keys: []inflightconn.KeyCount{{Key: netip.MustParseAddr("10.0.0.1"), Count: 0}}},
+		"negative amount": {Name: "m", Amount: -3},
+		"no name":         {Name: "", Amount: 1},
+		"subnet 129":      {Name: "m", Amount: 1, V6Bits: 129},
+	} {
+		b, err := encodeSnapshot([]inflightconn.Export{ex})
+		if err != nil {
+			continue
+		}
+		if _, err := decodeSnapshot(b); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+func TestFramesAndBatches(t *testing.T) {
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	k4, k6 := netip.MustParseAddr("127.0.0.9"), netip.MustParseAddr("::ffff:10.1.2.3")
+	rel := appendRelease(appendRelease(nil, release{1, k4}), release{2, netip.MustParseAddr("2001:db8::5")})
+	acq := appendAcquire(nil, acquire{77, 3, k6})
+	gr := appendGrant(appendGrant(nil, grant{77, true}), grant{78, false})
+	for _, f := range []struct {
+		t byte
+		b []byte
+	}{{msgReleases, rel}, {msgAcquires, acq}, {msgGrants, gr}, {msgBye, nil}} {
+		if err := writeFrame(w, f.t, f.b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = w.Flush()
+	r := bufio.NewReader(&buf)
+	typ, p, err := readFrame(r)
+	if err != nil || typ != msgReleases {
+		t.Fatal(typ, err)
+	}
+	var rels []release
+	if err := decodeReleases(p, func(m release) error { rels = append(rels, m); return nil }); err != nil || len(rels) != 2 || rels[0] != (release{1, k4}) {
+		t.Fatalf("releases %v %v", rels, err)
+	}
+	_, p, _ = readFrame(r)
+	var acqs []acquire
+	if err := decodeAcquires(p, func(m acquire) { acqs = append(acqs, m) }); err != nil || len(acqs) != 1 || acqs[0].key != k6.Unmap() || acqs[0].seq != 77 {
+		t.Fatalf("acquires %v %v (a mapped key must come back unmapped)", acqs, err)
+	}
+	_, p, _ = readFrame(r)
+	var grs []grant
+	if err := decodeGrants(p, func(m grant) { grs = append(grs, m) }); err != nil || !reflect.DeepEqual(grs, []grant{{77, true}, {78, false}}) {
+		t.Fatalf("grants %v %v", grs, err)
+	}
+	if typ, p, err := readFrame(r); typ != msgBye || len(p) != 0 || err != nil {
+		t.Fatal("bye", typ, p, err)
+	}
+	// A length past the bound is refused before anything is allocated.
+	var h [5]byte
+	h[0] = msgSnapshot
+	binary.BigEndian.PutUint32(h[1:], maxFrame+1)
+	if _, _, err := readFrame(bufio.NewReader(bytes.NewReader(h[:]))); !errors.Is(err, errFrame) {
+		t.Fatalf("oversized frame: %v", err)
+	}
+}
+
+func TestRecordEndSplitsOnRecords(t *testing.T) {
+	var b []byte
+	for i := 0; i < 1000; i++ {
+		b = appendRelease(b, release{uint16(i), netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})})
+		b = appendRelease(b, release{uint16(i), netip.MustParseAddr("2001:db8::1")})
+	}
+	n := recordEnd(msgReleases, b, 1000)
+	if n > 1000 || n == 0 {
+		t.Fatalf("cut at %d", n)
+	}
+	if err := decodeReleases(b[:n], func(release) error { return nil }); err != nil {
+		t.Fatalf("a batch cut by recordEnd does not decode: %v", err)
+	}
+}
+
+// FuzzStateChannel feeds arbitrary bytes to every decoder of the state
+// channel: none may panic, and a snapshot that decodes encodes back to
+// bytes that decode to the same snapshot.
+func FuzzStateChannel(f *testing.F) {
+	snap, _ := encodeSnapshot(sampleSnapshot())
+	var frames bytes.Buffer
+	w := bufio.NewWriter(&frames)
+	_ = writeFrame(w, msgSnapshot, snap)
+	_ = writeFrame(w, msgReleases, appendRelease(nil, release{0, netip.MustParseAddr("127.0.0.2")}))
+	_ = writeFrame(w, msgAcquires, appendAcquire(nil, acquire{1, 0, netip.MustParseAddr("::1")}))
+	_ = writeFrame(w, msgGrants, appendGrant(nil, grant{1, true}))
+	_ = writeFrame(w, msgHello, []byte(`{"version":1,"generation":2,"pid":10,"listeners":[{"name":"db","address":":5432","fd":4}]}`))
+	_ = w.Flush()
+	f.Add(frames.Bytes())
+	f.Add(snap)
+	f.Add([]byte{msgHello, 0, 0, 0, 2, '{', '}'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := bufio.NewReader(bytes.NewReader(data))
+		for i := 0; i < 16; i++ {
+			typ, p, err := readFrame(r)
+			if err != nil {
+				break
+			}
+			fuzzPayload(t, typ, p)
+		}
+		fuzzPayload(t, msgSnapshot, data)
+		fuzzPayload(t, msgReleases, data)
+		fuzzPayload(t, msgAcquires, data)
+		fuzzPayload(t, msgGrants, data)
+		fuzzPayload(t, msgHello, data)
+	})
+}
+
+func fuzzPayload(t *testing.T, typ byte, p []byte) {
+	switch typ {
+	case msgSnapshot:
+		exs, err := decodeSnapshot(p)
+		if err != nil {
+			return
+		}
+		for _, ex := range exs {
+			for _, kc := range ex.Keys {
+				if kc.Count <= 0 || !kc.Key.IsValid() || kc.Key.Is4In6() {
+					t.Fatalf("decoded key %v count %d", kc.Key, kc.Count)
+				}
+			}
+			if ex.Amount < 0 || ex.V6Bits > 128 {
+				t.Fatalf("decoded %+v", ex)
+			}
+		}
+		b, err := encodeSnapshot(exs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := decodeSnapshot(b)
+		if err != nil || !reflect.DeepEqual(exs, again) {
+			t.Fatalf("re-encoded snapshot differs: %v", err)
+		}
+	case msgReleases:
+		_ = decodeReleases(p, func(m release) error {
+			if !m.key.IsValid() {
+				t.Fatal("invalid key decoded")
+			}
+			return nil
+		})
+	case msgAcquires:
+		_ = decodeAcquires(p, func(acquire) {})
+	case msgGrants:
+		_ = decodeGrants(p, func(grant) {})
+	case msgHello:
+		if h, err := decodeHello(p); err == nil {
+			for _, l := range h.Listeners {
+				if l.FD < 3 || l.Name == "" {
+					t.Fatalf("hello listener %+v accepted", l)
+				}
+			}
+		}
+	}
+}

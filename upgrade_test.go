@@ -1,0 +1,594 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/internal/upgrade"
+)
+
+// Binary upgrades in place (issue 18), through the binary: every test
+// starts tollgate, upgrades it with SIGUSR2, POST /api/upgrade or `tollgate
+// upgrade`, and ends the new process at cleanup (it is not the test's child:
+// its PID comes from the API).
+
+func limitedYAML(backend string, amount int) string {
+	return fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [lim]\n"+
+		"  middlewares:\n    lim:\n      inFlightConn:\n        amount: %d\n"+
+		"  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", amount, backend)
+}
+
+// startUpgradable starts tollgate (from bin, "" for the built binary) with
+// one entry point and the file provider, and returns it with the entry
+// point's address and the dynamic file.
+func startUpgradable(t *testing.T, bin string, amount int, extra ...string) (*itest.Tollgate, string, string) {
+	t.Helper()
+	be := itest.EchoServer(t, "")
+	dyn := itest.WriteFile(t, "dyn.yml", limitedYAML(be, amount))
+	ep := itest.FreeAddr(t)
+	// A short grace: processes stopped at cleanup do not wait for the
+	// connections the test closes after them.
+	args := append([]string{"--entryPoints.db.address=" + ep, "--entryPoints.db.transport.lifeCycle.graceTimeOut=1s",
+		"--providers.file.filename=" + dyn}, extra...)
+	var g *itest.Tollgate
+	if bin == "" {
+		g = itest.StartTollgate(t, args...)
+	} else {
+		g = itest.StartTollgateFrom(t, bin, args...)
+	}
+	itest.Eventually(t, 5*time.Second, func() bool { return forwarded(t, "127.0.0.1", ep) }, "no route through %s", ep)
+	return g, ep, dyn
+}
+
+var noKeepAlive = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 90 * time.Second}
+
+// postUpgrade asks for an upgrade and returns the HTTP status and the body.
+func postUpgrade(t *testing.T, api string) (int, upgrade.Result, string) {
+	t.Helper()
+	resp, err := noKeepAlive.Post("http://"+api+"/api/upgrade", "", nil)
+	if err != nil {
+		t.Fatalf("POST /api/upgrade: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var r upgrade.Result
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatalf("POST /api/upgrade: %v: %s", err, body)
+		}
+		itest.StopAtCleanup(t, r.PID)
+	}
+	return resp.StatusCode, r, string(body)
+}
+
+// mustUpgrade upgrades and fails the test unless it worked.
+func mustUpgrade(t *testing.T, api string) upgrade.Result {
+	t.Helper()
+	code, r, body := postUpgrade(t, api)
+	if code != http.StatusOK {
+		t.Fatalf("upgrade: %d %s", code, body)
+	}
+	return r
+}
+
+func processView(t *testing.T, api string) upgrade.View {
+	t.Helper()
+	resp, err := noKeepAlive.Get("http://" + api + "/api/process")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v upgrade.View
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// clientCount is the limiter's count for ip as the serving process has it.
+func clientCount(t *testing.T, api, ip string) int64 {
+	t.Helper()
+	resp, err := noKeepAlive.Get("http://" + api + "/api/tcp/middlewares/lim@file/clients")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Top []struct {
+			IP    string `json:"ip"`
+			Count int64  `json:"count"`
+		} `json:"topClients"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&st)
+	for _, c := range st.Top {
+		if c.IP == ip {
+			return c.Count
+		}
+	}
+	return 0
+}
+
+// A client loop connecting and echoing every few milliseconds through an
+// upgrade (by `tollgate upgrade`) sees no refused, reset or failed
+// connection, and connections held from before keep echoing.
+func TestUpgradeUnderLoadRefusesNothing(t *testing.T) {
+	g, ep, _ := startUpgradable(t, "", 1000)
+	held := itest.Hold(t, 3, "127.0.0.5", ep)
+	if len(held) != 3 {
+		t.Fatalf("%d of 3 held", len(held))
+	}
+	var ok, failed atomic.Int64
+	var firstErr atomic.Pointer[string]
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			deadline := time.Now().Add(30 * time.Second) // bounded, whatever happens
+			for i := 0; i < 20000 && time.Now().Before(deadline); i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := echoOnce(ep, "127.0.0.6"); err != nil {
+					failed.Add(1)
+					msg := err.Error()
+					firstErr.CompareAndSwap(nil, &msg)
+				} else {
+					ok.Add(1)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+	heldOK := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				heldOK <- nil
+				return
+			default:
+			}
+			for i, c := range held {
+				if !itest.Echoes(c) {
+					heldOK <- fmt.Errorf("held connection %d stopped echoing", i)
+					return
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // load before the upgrade
+	before := ok.Load()
+	out, err := exec.Command(itest.Binary(t), "upgrade", "--api.address="+g.API).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tollgate upgrade: %v: %s", err, out)
+	}
+	v := processView(t, g.API)
+	itest.StopAtCleanup(t, v.PID)
+	if v.Generation != 2 || v.PID == g.PID() || !strings.Contains(string(out), fmt.Sprintf("PID %d (generation 2)", v.PID)) {
+		t.Fatalf("after the upgrade: %+v; tollgate upgrade said %q", v, out)
+	}
+	during := ok.Load() - before
+	time.Sleep(500 * time.Millisecond) // load after it
+	close(stop)
+	wg.Wait()
+	if err := <-heldOK; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d round trips (%d from the upgrade command to its answer), %d failed", ok.Load(), during, failed.Load())
+	if failed.Load() != 0 {
+		t.Fatalf("%d connections failed through the upgrade; first: %s", failed.Load(), *firstErr.Load())
+	}
+	if !itest.Running(g.PID()) {
+		t.Fatal("the old process exited while connections held through it were open")
+	}
+	for _, c := range held {
+		_ = c.Close()
+	}
+	itest.Eventually(t, 5*time.Second, func() bool { return !itest.Running(g.PID()) }, "the old process did not exit once drained")
+	v = processView(t, g.API)
+	if r := v.Received; r == nil || !r.PredecessorDone || r.PredecessorLost || r.Outstanding != 0 || r.ReleasesReceived != r.Connections || r.Connections < 3 {
+		t.Fatalf("handover view after the drain: %+v", v.Received)
+	}
+}
+
+// echoOnce connects from src, writes a line and reads it back, within 2 s.
+func echoOnce(addr, src string) error {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	msg := []byte("ping\n")
+	if _, err := c.Write(msg); err != nil {
+		return err
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		return err
+	}
+	if !bytes.Equal(got, msg) {
+		return fmt.Errorf("echo %q", got)
+	}
+	return nil
+}
+
+// amount 5, one IP holds 5 through the old process: the new process admits
+// 0 more for that IP during and after the upgrade (SIGUSR2), and exactly one
+// per close of an old connection.
+func TestUpgradeKeepsTheLimitExact(t *testing.T) {
+	g, ep, _ := startUpgradable(t, "", 5)
+	const ip = "127.0.0.2"
+	old := itest.Hold(t, 5, ip, ep)
+	if len(old) != 5 {
+		t.Fatalf("%d of 5 held through the old process", len(old))
+	}
+	if err := g.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	var v upgrade.View
+	itest.Eventually(t, 35*time.Second, func() bool {
+		v = processView(t, g.API)
+		return v.Generation == 2
+	}, "no new process serving after SIGUSR2")
+	itest.StopAtCleanup(t, v.PID)
+	if v.Received == nil || v.Received.Connections != 5 || v.Received.Keys != 1 {
+		t.Fatalf("received %+v, want 5 connections of 1 client", v.Received)
+	}
+	if n := len(itest.Hold(t, 3, ip, ep)); n != 0 {
+		t.Fatalf("the new process admitted %d more for %s, which holds 5 through the old one", n, ip)
+	}
+	if n := len(itest.Hold(t, 1, "127.0.0.3", ep)); n != 1 {
+		t.Fatal("the new process does not serve another client")
+	}
+	for i, c := range old {
+		if !itest.Echoes(c) {
+			t.Fatalf("old connection %d stopped echoing", i)
+		}
+	}
+	for i, c := range old {
+		_ = c.Close()
+		want := int64(4) // 5 - this close + the ones admitted since
+		itest.Eventually(t, 2*time.Second, func() bool { return clientCount(t, g.API, ip) == want }, "close %d not released in the new process", i+1)
+		got := itest.Hold(t, 2, ip, ep)
+		if len(got) != 1 {
+			t.Fatalf("after close %d of an old connection the new process admitted %d, want exactly 1", i+1, len(got))
+		}
+	}
+	itest.Eventually(t, 5*time.Second, func() bool { return !itest.Running(g.PID()) }, "the old process did not exit once drained")
+	if n := clientCount(t, g.API, ip); n != 5 {
+		t.Fatalf("%s counts %d in the new process, want the 5 it admitted", ip, n)
+	}
+}
+
+// A failing new binary leaves the old process serving and says why: a
+// configuration that no longer loads, and a binary at argv[0]'s path that
+// exits at start. The next upgrade, with both fixed, works.
+func TestUpgradeFailureLeavesTheOldServing(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "tollgate")
+	copyFile(t, itest.Binary(t), bin)
+	g, ep, dyn := startUpgradable(t, bin, 2)
+	held := itest.Hold(t, 1, "127.0.0.2", ep)
+	good, _ := os.ReadFile(dyn)
+
+	// The dynamic file is broken: the new process has no configuration.
+	if err := os.WriteFile(dyn, []byte("tcp: [not: a, map\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body := postUpgrade(t, g.API)
+	if code != http.StatusInternalServerError || !strings.Contains(body, "provider file") {
+		t.Fatalf("upgrade with a broken file: %d %s", code, body)
+	}
+	t.Logf("broken file: %s", body)
+	checkOldServes(t, g, ep, "127.0.0.3", 1)
+
+	// The binary at the path it was started from exits at once.
+	if err := os.WriteFile(dyn, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	replaceFile(t, bin, "#!/bin/sh\necho 'broken build' >&2\nexit 3\n")
+	code, _, body = postUpgrade(t, g.API)
+	if code != http.StatusInternalServerError || !strings.Contains(body, "exit status 3") {
+		t.Fatalf("upgrade to a binary that exits: %d %s", code, body)
+	}
+	t.Logf("exiting binary: %s", body)
+	checkOldServes(t, g, ep, "127.0.0.4", 2)
+	if !itest.Echoes(held[0]) {
+		t.Fatal("a connection held through the failed upgrades stopped echoing")
+	}
+
+	// A real binary again at that path: this one is started.
+	os.Remove(bin)
+	copyFile(t, itest.Binary(t), bin)
+	r := mustUpgrade(t, g.API)
+	if r.Generation != 2 || r.Connections != 5 { // 1 held + 2 per check
+		t.Fatalf("upgrade after the failures: %+v", r)
+	}
+	if v := processView(t, g.API); v.PID != r.PID {
+		t.Fatalf("serving PID %d, want the new %d", v.PID, r.PID)
+	}
+}
+
+// checkOldServes: the original process is still the one serving, it admits
+// a new client (ip) up to its limit (2) and no more, and it counted the
+// failed upgrades.
+func checkOldServes(t *testing.T, g *itest.Tollgate, ep, ip string, failures int64) {
+	t.Helper()
+	v := processView(t, g.API)
+	if v.PID != g.PID() || v.Generation != 1 || v.State != "serving" || v.Upgrades.Failures != failures || v.Upgrades.LastError == "" {
+		t.Fatalf("after a failed upgrade: %+v", v)
+	}
+	if n := len(itest.Hold(t, 3, ip, ep)); n != 2 {
+		t.Fatalf("the old process admitted %d of 3 for a client with amount 2, want 2", n)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replaceFile puts content at path as a new file (rename: the running
+// binary's file is not written into).
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(content), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The old process killed with SIGKILL mid-drain: the counts it handed over
+// are released in the new one within a second.
+func TestUpgradeOldKilledMidDrain(t *testing.T) {
+	g, ep, _ := startUpgradable(t, "", 5)
+	const ip = "127.0.0.2"
+	if n := len(itest.Hold(t, 5, ip, ep)); n != 5 {
+		t.Fatalf("%d of 5 held", n)
+	}
+	r := mustUpgrade(t, g.API)
+	if r.Connections != 5 {
+		t.Fatalf("handed over %d connections, want 5", r.Connections)
+	}
+	if n := len(itest.Hold(t, 1, ip, ep)); n != 0 {
+		t.Fatal("the new process admitted a 6th")
+	}
+	killed := time.Now()
+	if err := syscall.Kill(g.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var admitted []net.Conn
+	for time.Since(killed) < 3*time.Second && len(admitted) < 5 {
+		admitted = append(admitted, itest.Hold(t, 5-len(admitted), ip, ep)...)
+		if len(admitted) < 5 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	took := time.Since(killed)
+	t.Logf("SIGKILL of the old process -> 5 admitted again in the new: %s", took.Round(time.Millisecond))
+	if len(admitted) != 5 || took > time.Second {
+		t.Fatalf("after SIGKILL of the old process: %d of 5 admitted after %s, want 5 within 1s", len(admitted), took)
+	}
+	if n := len(itest.Hold(t, 1, ip, ep)); n != 0 {
+		t.Fatal("more than 5 admitted after the release")
+	}
+	v := processView(t, g.API)
+	if v.Received == nil || !v.Received.PredecessorLost || v.Received.ReleasedAtEnd != 5 {
+		t.Fatalf("handover view: %+v", v.Received)
+	}
+}
+
+// Ten upgrades in a row under load: each works, the load sees no failure,
+// every old process exits, and the survivor holds no more descriptors or
+// goroutines than the first process did, and no counts.
+func TestUpgradeTenInARow(t *testing.T) {
+	g, ep, _ := startUpgradable(t, "", 50, "--metrics.prometheus")
+	// Idle baseline of the first process (its own admin connections aside).
+	fds0, gor0 := metricValue(t, g, "process_open_fds"), metricValue(t, g, "go_goroutines")
+	var failed, ok atomic.Int64
+	var firstErr atomic.Pointer[string]
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		deadline := time.Now().Add(60 * time.Second)
+		for i := 0; i < 50000 && time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+			if err := echoOnce(ep, "127.0.0.7"); err != nil {
+				failed.Add(1)
+				msg := err.Error()
+				firstErr.CompareAndSwap(nil, &msg)
+			} else {
+				ok.Add(1)
+			}
+			time.Sleep(3 * time.Millisecond)
+		}
+	}()
+	pids := []int{g.PID()}
+	var heldAll []net.Conn
+	for i := 0; i < 10; i++ {
+		// One connection held through each process for a while: every
+		// generation drains something.
+		heldAll = append(heldAll, itest.Hold(t, 1, "127.0.0.8", ep)...)
+		r := mustUpgrade(t, g.API)
+		if r.Generation != uint64(i+2) {
+			t.Fatalf("upgrade %d: generation %d", i+1, r.Generation)
+		}
+		pids = append(pids, r.PID)
+		time.Sleep(30 * time.Millisecond) // each generation serves some of the load
+		// Some drains end while later upgrades happen, some after.
+		if i%3 == 2 {
+			itest.CloseAll(heldAll)
+			heldAll = nil
+		}
+	}
+	itest.CloseAll(heldAll)
+	stop()
+	wg.Wait()
+	t.Logf("%d round trips through 10 upgrades, %d failed", ok.Load(), failed.Load())
+	if failed.Load() != 0 {
+		t.Fatalf("%d connections failed; first: %s", failed.Load(), *firstErr.Load())
+	}
+	last := pids[len(pids)-1]
+	for _, pid := range pids[:len(pids)-1] {
+		itest.Eventually(t, 15*time.Second, func() bool { return !itest.Running(pid) }, "process %d did not exit after handing over", pid)
+	}
+	v := processView(t, g.API)
+	if v.PID != last || v.Generation != 11 || v.Received == nil || v.Received.Outstanding != 0 || !v.Received.PredecessorDone {
+		t.Fatalf("survivor: %+v %+v", v, v.Received)
+	}
+	if n := clientCount(t, g.API, "127.0.0.8") + clientCount(t, g.API, "127.0.0.7"); n != 0 {
+		t.Fatalf("the survivor counts %d connections with none open", n)
+	}
+	// Descriptors and goroutines settle back to the first process's.
+	var fds, gor float64
+	itest.Eventually(t, 5*time.Second, func() bool {
+		fds, gor = metricValue(t, g, "process_open_fds"), metricValue(t, g, "go_goroutines")
+		return fds <= fds0 && gor <= gor0+2
+	}, "survivor holds more: fds %v goroutines %v (first process: %v, %v)", fds, gor, fds0, gor0)
+	t.Logf("first process: %v fds, %v goroutines; the 11th: %v fds, %v goroutines", fds0, gor0, fds, gor)
+}
+
+// Under systemd (Type=notify) the process says READY=1 once it accepts; at
+// an upgrade the old one (the main PID) names the new one MAINPID when it
+// takes over; a stop says STOPPING=1. systemd does not run here: the test's
+// own unixgram socket stands in for it.
+func TestUpgradeNotifiesSystemd(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify.sock")
+	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	msgs := make(chan string, 16)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := ln.Read(buf)
+			if err != nil {
+				return
+			}
+			msgs <- string(buf[:n])
+		}
+	}()
+	next := func(want string) string {
+		t.Helper()
+		select {
+		case m := <-msgs:
+			if !strings.HasPrefix(m, want) {
+				t.Fatalf("notify message %q, want %q...", m, want)
+			}
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no notify message (want %q)", want)
+		}
+		return ""
+	}
+	be := itest.EchoServer(t, "")
+	dyn := itest.WriteFile(t, "dyn.yml", limitedYAML(be, 5))
+	ep := itest.FreeAddr(t)
+	g := itest.StartTollgateEnv(t, append(os.Environ(), "NOTIFY_SOCKET="+sock), "--entryPoints.db.address="+ep, "--providers.file.filename="+dyn)
+	next("READY=1")
+	r := mustUpgrade(t, g.API)
+	if m := next("MAINPID="); m != fmt.Sprintf("MAINPID=%d\nREADY=1", r.PID) {
+		t.Fatalf("at the handover: %q, want MAINPID=%d and READY=1", m, r.PID)
+	}
+	itest.StopPID(r.PID)
+	next("STOPPING=1")
+	select {
+	case m := <-msgs:
+		t.Fatalf("unexpected notify message %q", m)
+	default:
+	}
+}
+
+// A connection the old process accepted before the handover but that
+// reaches the limiter after it (it was still reading its PROXY header) is
+// decided by the new process, which holds the budget: a client at its
+// limit is refused, another is admitted and counted there, and its close
+// is released there.
+func TestUpgradeDecidesLateConnectionsInTheNewProcess(t *testing.T) {
+	g, ep, _ := startUpgradable(t, "", 1, "--entryPoints.db.proxyProtocol.trustedIPs=127.0.0.1/32",
+		"--entryPoints.db.transport.respondingTimeouts.serverFirstTimeout=0")
+	proxied := func() net.Conn {
+		c, err := net.DialTimeout("tcp", ep, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	header := func(c net.Conn, client string) {
+		if _, err := fmt.Fprintf(c, "PROXY TCP4 %s 127.0.0.1 1111 2222\r\n", client); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := proxied()
+	header(a, "10.9.9.9")
+	if !itest.Echoes(a) {
+		t.Fatal("the first connection of 10.9.9.9 was not forwarded")
+	}
+	// Accepted by the old process, silent until after the handover.
+	accepted := func() uint64 {
+		var eps []struct {
+			Accepted uint64 `json:"acceptedTotal"`
+		}
+		g.GetJSON(t, "/api/entrypoints", &eps)
+		return eps[0].Accepted
+	}
+	before := accepted()
+	b, c := proxied(), proxied()
+	itest.Eventually(t, 2*time.Second, func() bool { return accepted() == before+2 }, "the old process did not accept the two silent connections")
+	mustUpgrade(t, g.API)
+	header(b, "10.9.9.9")
+	header(c, "10.9.9.8")
+	if itest.Echoes(b) {
+		t.Fatal("10.9.9.9, at its limit through the old process, got a second connection decided after the handover")
+	}
+	if !itest.Echoes(c) {
+		t.Fatal("10.9.9.8 was refused a first connection decided after the handover")
+	}
+	if clientCount(t, g.API, "10.9.9.8") != 1 {
+		t.Fatal("the new process does not count the connection it granted to the old one")
+	}
+	d := proxied()
+	header(d, "10.9.9.8")
+	if itest.Echoes(d) {
+		t.Fatal("the new process admitted 10.9.9.8 beyond amount 1")
+	}
+	c.Close()
+	itest.Eventually(t, 2*time.Second, func() bool { return clientCount(t, g.API, "10.9.9.8") == 0 }, "the granted connection's close was not released in the new process")
+	if v := processView(t, g.API); v.Received == nil || v.Received.AcquiresAnswered != 2 {
+		t.Fatalf("handover view: %+v", v.Received)
+	}
+}
