@@ -1,0 +1,122 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+	"github.com/tollgate-proxy/tollgate/api"
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/upgrade"
+	"github.com/tollgate-proxy/tollgate/provider"
+	"github.com/tollgate-proxy/tollgate/proxy"
+)
+
+// adminListener is one admin listener: its socket behind a gate that a
+// handover pauses (upgrade.Gate), and its server.
+type adminListener struct {
+	key, addr, what string
+	gate            *upgrade.Gate
+	hs              *http.Server
+	inherited       bool
+	closing         atomic.Bool // closed by a handover: Serve's return is no error
+}
+
+type admins []*adminListener
+
+// uses reports whether the listener named key serves on an inherited socket.
+func (as admins) uses(key string) bool {
+	for _, a := range as {
+		if a.key == key {
+			return a.inherited
+		}
+	}
+	return false
+}
+
+// adminListeners binds (or takes over from inherited, at an upgrade) what
+// --api and --metrics.prometheus expose; serveAdmin serves them:
+//
+//   - --api: the admin API (/ping, /api/...), plus /metrics with
+//     --metrics.prometheus unless metrics have an address of their own;
+//   - --metrics.prometheus without --api: /metrics and /ping only, on the
+//     admin address (127.0.0.1:8080) or metrics.prometheus.address;
+//   - metrics.prometheus.address: /metrics (and /ping) there, apart from the API.
+//
+// Each listener has the admin server's timeouts and connection bound.
+func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, up *upgrader, inherited map[string]upgrade.Listener, log zerolog.Logger) (admins, error) {
+	var metrics http.Handler
+	metricsAddr := ""
+	if st.Metrics != nil && st.Metrics.Prometheus != nil {
+		metrics = api.MetricsHandler(srv, w, up.stats)
+		metricsAddr = st.Metrics.Prometheus.Address
+		if metricsAddr == "" && st.API == nil {
+			metricsAddr = config.DefaultAPIAddress
+		}
+	}
+	var ls admins
+	if st.API != nil {
+		src := api.Sources{Server: srv, Watcher: w, Upgrade: up.Upgrade,
+			Process: func() upgrade.View { return up.stats.View(os.Getpid(), up.state()) }}
+		if metrics != nil && metricsAddr == "" {
+			src.Metrics = metrics
+		}
+		ls = append(ls, &adminListener{key: "api.address", addr: st.API.Address, what: "admin API", hs: api.NewServer(api.Handler(src))})
+	}
+	if metrics != nil && metricsAddr != "" {
+		ls = append(ls, &adminListener{key: "metrics.prometheus.address", addr: metricsAddr, what: "metrics (only /metrics and /ping)", hs: api.NewServer(api.MetricsOnly(metrics))})
+	}
+	for i, l := range ls {
+		var ln *net.TCPListener
+		in, ok := inherited[l.key]
+		if ok && in.Address == l.addr {
+			f := os.NewFile(uintptr(in.FD), l.key)
+			fl, err := net.FileListener(f)
+			f.Close()
+			if err == nil {
+				ln, ok = fl.(*net.TCPListener)
+			}
+			if ln == nil {
+				err = fmt.Errorf("%s=%q: the inherited socket is not a TCP listener: %v", l.key, l.addr, err)
+				closeAdmins(ls[:i])
+				return nil, err
+			}
+			l.inherited = true
+		} else {
+			nl, err := net.Listen("tcp", l.addr)
+			if err != nil {
+				closeAdmins(ls[:i])
+				return nil, fmt.Errorf("%s=%q: cannot listen: %w", l.key, l.addr, err)
+			}
+			ln = nl.(*net.TCPListener)
+		}
+		l.gate = upgrade.NewGate(ln)
+	}
+	return ls, nil
+}
+
+func closeAdmins(as admins) {
+	for _, a := range as {
+		_ = a.gate.Close()
+	}
+}
+
+// serveAdmin serves the admin listeners.
+func serveAdmin(as admins, up *upgrader, log zerolog.Logger) {
+	for _, l := range as {
+		go func() {
+			if err := l.hs.Serve(api.Limit(l.gate)); err != nil && !errors.Is(err, http.ErrServerClosed) && !l.closing.Load() {
+				log.Error().Err(err).Str("address", l.gate.Addr().String()).Msg(l.what + " stopped")
+			}
+		}()
+		log.Info().Str("address", l.gate.Addr().String()).Msg(l.what + " listening")
+	}
+}
+
+// labelProviders builds the Docker, Consul Catalog, Kubernetes CRD, Docker
+// Swarm and KV store providers that the static configuration enables. A new provider (Swarm,
+// KV) is one more case here (ARCHITECTURE.md).
