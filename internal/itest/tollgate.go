@@ -217,15 +217,23 @@ func Hold(t testing.TB, n int, src, addr string) []net.Conn {
 }
 
 // Echoes writes one byte to c and reports whether it comes back within 2 s.
-func Echoes(c net.Conn) bool {
+func Echoes(c net.Conn) bool { return Echo(c) == nil }
+
+// Echo is Echoes with the reason it failed.
+func Echo(c net.Conn) error {
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 	defer func() { _ = c.SetDeadline(time.Time{}) }()
 	if _, err := c.Write([]byte{'x'}); err != nil {
-		return false
+		return err
 	}
 	var b [1]byte
-	_, err := io.ReadFull(c, b[:])
-	return err == nil && b[0] == 'x'
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return err
+	}
+	if b[0] != 'x' {
+		return fmt.Errorf("echoed %q, want %q", b[0], 'x')
+	}
+	return nil
 }
 
 // CloseAll closes every connection in cs.
