@@ -257,6 +257,7 @@ func TestRateLimitManyIPsLeaveNoState(t *testing.T) {
 	if testing.Short() {
 		n = 10_000
 	}
+	itest.ConntrackRoom(t, 2*n) // a client and a backend connection each
 	be := itest.EchoServer(t, "")
 	conf := rateConfig(be, map[string]string{"r": "tcp"}, "rl",
 		"    rl:\n      rateLimit:\n        average: 1\n        period: 2s\n        burst: 1\n")
