@@ -18,6 +18,7 @@ import (
 // the watcher merges. A nil TCP section means "nothing".
 type Dynamic struct {
 	TCP *TCPConfiguration `json:"tcp,omitempty" toml:"tcp,omitempty" yaml:"tcp,omitempty" export:"true"`
+	TLS *TLSConfiguration `json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" export:"true"`
 }
 
 // TCPConfiguration is the Traefik `tcp` section. Map keys are resource names:
@@ -26,6 +27,11 @@ type TCPConfiguration struct {
 	Routers     map[string]*TCPRouter     `json:"routers,omitempty" toml:"routers,omitempty" yaml:"routers,omitempty" export:"true"`
 	Services    map[string]*TCPService    `json:"services,omitempty" toml:"services,omitempty" yaml:"services,omitempty" export:"true"`
 	Middlewares map[string]*TCPMiddleware `json:"middlewares,omitempty" toml:"middlewares,omitempty" yaml:"middlewares,omitempty" export:"true"`
+	// ServersTransports are how services dial their servers, by name.
+	ServersTransports map[string]*TCPServersTransport `json:"serversTransports,omitempty" toml:"serversTransports,omitempty" yaml:"serversTransports,omitempty" export:"true"`
+	// TLS is every provider's Dynamic.TLS merged, set by the watcher's
+	// Merge only: a provider writes TLS at the top level, as in Traefik.
+	TLS *TLSConfiguration `json:"tls,omitempty" toml:"-" yaml:"-" label:"-" file:"-"`
 }
 
 // TCPRouter matches connections accepted on its entry points and hands them,
@@ -40,13 +46,16 @@ type TCPRouter struct {
 	TLS         *RouterTCPTLSConfig `json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 }
 
-// RouterTCPTLSConfig is a router's TLS section. tollgate holds no keys: only
-// passthrough (route on the ClientHello's SNI, replay the bytes) is served.
-// `tls=true` in labels creates the section with Passthrough false.
+// RouterTCPTLSConfig is a router's TLS section: passthrough (route on the
+// ClientHello's SNI, replay the bytes) or, without it, termination with a
+// certificate chosen by SNI and the TLS options named by Options
+// (`default` when empty). `tls=true` in labels creates the section with
+// Passthrough false.
 type RouterTCPTLSConfig struct {
-	Passthrough  bool   `json:"passthrough" toml:"passthrough" yaml:"passthrough" export:"true"`
-	Options      string `json:"options,omitempty" toml:"options,omitempty" yaml:"options,omitempty" export:"true"`
-	CertResolver string `json:"certResolver,omitempty" toml:"certResolver,omitempty" yaml:"certResolver,omitempty" export:"true"`
+	Passthrough  bool     `json:"passthrough" toml:"passthrough" yaml:"passthrough" export:"true"`
+	Options      string   `json:"options,omitempty" toml:"options,omitempty" yaml:"options,omitempty" export:"true"`
+	CertResolver string   `json:"certResolver,omitempty" toml:"certResolver,omitempty" yaml:"certResolver,omitempty" export:"true"`
+	Domains      []Domain `json:"domains,omitempty" toml:"domains,omitempty" yaml:"domains,omitempty" export:"true"`
 }
 
 // TCPService is exactly one of LoadBalancer or Weighted.
@@ -58,7 +67,12 @@ type TCPService struct {
 // TCPServersLoadBalancer spreads connections round-robin over Servers.
 type TCPServersLoadBalancer struct {
 	Servers []TCPServer `json:"servers,omitempty" toml:"servers,omitempty" yaml:"servers,omitempty" label-slice-as-struct:"server" export:"true"`
-	// ProxyProtocol, when set, sends a PROXY header of that version to each server.
+	// ServersTransport names the tcp.serversTransports entry the servers
+	// are dialled with (qualified like a service reference).
+	ServersTransport string `json:"serversTransport,omitempty" toml:"serversTransport,omitempty" yaml:"serversTransport,omitempty" export:"true"`
+	// ProxyProtocol, when set, sends a PROXY header of that version to each
+	// server. Deprecated in Traefik v3 for ServersTransport's; README says
+	// how the two resolve.
 	ProxyProtocol *ProxyProtocol `json:"proxyProtocol,omitempty" toml:"proxyProtocol,omitempty" yaml:"proxyProtocol,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	// TerminationDelay is how long, in milliseconds, the other direction may go on
 	// after one side closed its write half. Nil means 100 ms; a negative value waits
