@@ -119,6 +119,10 @@ type TCPServer struct {
 	// maxconn; a tollgate extension); over the cap, a connection waits in
 	// the service's queue. 0 means no cap.
 	MaxConn int `json:"maxConn,omitempty" toml:"maxConn,omitempty,omitzero" yaml:"maxConn,omitempty" export:"true"`
+	// TLS dials this server with TLS, configured by the load balancer's
+	// servers transport (Traefik v3's `servers[].tls`,
+	// `loadbalancer.server.tls` in labels).
+	TLS bool `json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" export:"true"`
 }
 
 // ProxyProtocol selects the PROXY protocol version sent to servers (1 or 2).
