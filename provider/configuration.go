@@ -371,7 +371,7 @@ func BuildTCPServiceConfiguration(src Source, auto string, servers func(service,
 				Message: fmt.Sprintf("service %q has no loadBalancer (weighted services cannot be declared in labels)", name)}
 		}
 		lb := svc.LoadBalancer
-		var labelled config.TCPServer // the labels' server: its port, its maxConn
+		var labelled config.TCPServer // the labels' server: its port, maxConn and tls
 		if len(lb.Servers) > 0 {
 			labelled = lb.Servers[0]
 		}
@@ -381,6 +381,7 @@ func BuildTCPServiceConfiguration(src Source, auto string, servers func(service,
 		}
 		for i := range list {
 			list[i].MaxConn = labelled.MaxConn
+			list[i].TLS = labelled.TLS
 		}
 		lb.Servers = list
 	}
