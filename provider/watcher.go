@@ -82,6 +82,14 @@ func (w *Watcher) Statuses() []Status {
 	return out
 }
 
+// Applied returns the merged configuration last handed to Apply (nil
+// before the first). It is shared: callers must not modify it.
+func (w *Watcher) Applied() *config.TCPConfiguration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
 // MergeProblems returns the problems of the last merge (MergeReport):
 // resources that several providers define and that therefore do not apply.
 func (w *Watcher) MergeProblems() []string {
