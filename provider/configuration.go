@@ -36,12 +36,20 @@ const (
 	KindRouter     = "router"
 	KindService    = "service"
 	KindMiddleware = "middleware"
+	// The servers transports (tcp.serversTransports) and the tls section's
+	// resources: option sets and stores by name, certificates by their
+	// index in the list.
+	KindServersTransport = "serversTransport"
+	KindTLSOptions       = "tls options"
+	KindTLSStore         = "tls store"
+	KindTLSCertificate   = "tls certificate"
 )
 
-// Resource names one router, service or middleware of a provider's
-// configuration by its bare name.
+// Resource names one router, service, middleware, servers transport or
+// resource of the tls section of a provider's configuration by its bare
+// name (a certificate by its index).
 type Resource struct {
-	Kind string // KindRouter, KindService or KindMiddleware
+	Kind string // one of the Kind constants
 	Name string
 }
 

@@ -26,13 +26,6 @@ type Merger struct {
 	first map[provider.Resource]string
 }
 
-// Kinds of the resources of the tls section and of servers transports,
-// as a Conflict names them.
-const (
-	KindServersTransport = "serversTransport"
-	KindTLSOptions       = "tls options"
-	KindTLSStore         = "tls store"
-)
 
 // Conflict is a resource that a later file defines differently from the
 // file that defined it first; the first definition is kept.
@@ -62,7 +55,7 @@ func (m *Merger) Add(path string, tcp *config.TCPConfiguration) []Conflict {
 	conflicts = mergeMap(m, &m.TCP.Routers, tcp.Routers, provider.KindRouter, path, conflicts)
 	conflicts = mergeMap(m, &m.TCP.Services, tcp.Services, provider.KindService, path, conflicts)
 	conflicts = mergeMap(m, &m.TCP.Middlewares, tcp.Middlewares, provider.KindMiddleware, path, conflicts)
-	conflicts = mergeMap(m, &m.TCP.ServersTransports, tcp.ServersTransports, KindServersTransport, path, conflicts)
+	conflicts = mergeMap(m, &m.TCP.ServersTransports, tcp.ServersTransports, provider.KindServersTransport, path, conflicts)
 	return conflicts
 }
 
@@ -81,8 +74,8 @@ func (m *Merger) AddTLS(path string, tls *config.TLSConfiguration) []Conflict {
 	}
 	m.TLS.Certificates = append(m.TLS.Certificates, tls.Certificates...)
 	var conflicts []Conflict
-	conflicts = mergeMap(m, &m.TLS.Options, tls.Options, KindTLSOptions, path, conflicts)
-	conflicts = mergeMap(m, &m.TLS.Stores, tls.Stores, KindTLSStore, path, conflicts)
+	conflicts = mergeMap(m, &m.TLS.Options, tls.Options, provider.KindTLSOptions, path, conflicts)
+	conflicts = mergeMap(m, &m.TLS.Stores, tls.Stores, provider.KindTLSStore, path, conflicts)
 	return conflicts
 }
 
