@@ -96,7 +96,7 @@ type rawData struct {
 	Services    map[string]*proxy.ServiceInfo    `json:"tcpServices"`
 	Middlewares map[string]*proxy.MiddlewareInfo `json:"tcpMiddlewares"`
 	// ServersTransports and TLS are the applied configuration's, private
-	// keys redacted (redact.go).
+	// keys redacted (config.RedactTLS).
 	ServersTransports map[string]*config.TCPServersTransport `json:"tcpServersTransports,omitempty"`
 	TLS               *config.TLSConfiguration               `json:"tls,omitempty"`
 	Providers         []provider.Status                      `json:"providers"`
@@ -151,8 +151,8 @@ func (s Sources) rawdata(w http.ResponseWriter, _ *http.Request) {
 		Routers:           rt.Routers,
 		Services:          s.withHealth(rt),
 		Middlewares:       s.withLive(rt, s.TopLimit),
-		ServersTransports: redactTransports(applied.ServersTransports),
-		TLS:               redactTLS(applied.TLS),
+		ServersTransports: config.RedactTransports(applied.ServersTransports),
+		TLS:               config.RedactTLS(applied.TLS),
 		Providers:         s.Watcher.Statuses(),
 	})
 }
@@ -230,7 +230,7 @@ func (s Sources) items(k kind) map[string]item {
 		if applied == nil {
 			break
 		}
-		for n, v := range redactTransports(applied.ServersTransports) {
+		for n, v := range config.RedactTransports(applied.ServersTransports) {
 			nm := nameOf(n)
 			out[n] = item{
 				value: struct {

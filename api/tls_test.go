@@ -46,10 +46,10 @@ func TestServersTransportsAndRedactedKeys(t *testing.T) {
 			Services: map[string]*config.TCPService{"db": {LoadBalancer: &config.TCPServersLoadBalancer{ServersTransport: "pg",
 				Servers: []config.TCPServer{{Address: "127.0.0.1:1", TLS: true}}}}},
 			ServersTransports: map[string]*config.TCPServersTransport{
-			"pg": {DialTimeout: config.Duration(5 * time.Second), TLS: &config.TLSClientConfig{ServerName: "db.internal",
-				Certificates: []config.Certificate{{CertFile: cert, KeyFile: key}}}},
-			"plain": {TerminationDelay: config.Duration(time.Second)},
-		}},
+				"pg": {DialTimeout: config.Duration(5 * time.Second), TLS: &config.TLSClientConfig{ServerName: "db.internal",
+					Certificates: []config.Certificate{{CertFile: cert, KeyFile: key}}}},
+				"plain": {TerminationDelay: config.Duration(time.Second)},
+			}},
 	}}
 	select {
 	case <-applied:
@@ -82,8 +82,8 @@ func TestServersTransportsAndRedactedKeys(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &raw); err != nil {
 		t.Fatal(err)
 	}
-	if len(raw.TLS.Certificates) != 1 || raw.TLS.Certificates[0].CertFile != cert || raw.TLS.Certificates[0].KeyFile != Redacted ||
-		raw.TLS.Stores["default"].DefaultCertificate.KeyFile != Redacted || len(raw.TCPServersTransports) != 2 {
+	if len(raw.TLS.Certificates) != 1 || raw.TLS.Certificates[0].CertFile != cert || raw.TLS.Certificates[0].KeyFile != config.Redacted ||
+		raw.TLS.Stores["default"].DefaultCertificate.KeyFile != config.Redacted || len(raw.TCPServersTransports) != 2 {
 		t.Fatalf("rawdata tls %+v, transports %v", raw.TLS, raw.TCPServersTransports)
 	}
 

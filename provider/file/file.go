@@ -275,7 +275,7 @@ func (p *Provider) Load() provider.Message {
 		if d == nil {
 			d = &config.Dynamic{}
 		}
-		d, paths, problems := inline(d)
+		d, paths, problems := ReadTLSFiles(d)
 		p.tlsPaths = paths
 		m.Problems = append(m.Problems, prefixed(p.cfg.Filename, problems)...)
 		m.Configuration = d
@@ -311,7 +311,7 @@ func (p *Provider) Load() provider.Message {
 		if d == nil {
 			continue
 		}
-		d, paths, problems := inline(d)
+		d, paths, problems := ReadTLSFiles(d)
 		tlsPaths = append(tlsPaths, paths...)
 		m.Problems = append(m.Problems, prefixed(path, problems)...)
 		for _, c := range merger.Add(path, d.TCP) {
@@ -336,10 +336,10 @@ func (p *Provider) Load() provider.Message {
 }
 
 // prefixed names the configuration file in front of each of its problems.
-func prefixed(path string, problems []string) []string {
+func prefixed(path string, problems []TLSFileError) []string {
 	out := make([]string, len(problems))
 	for i, p := range problems {
-		out[i] = fmt.Sprintf("file %q: %s", path, p)
+		out[i] = fmt.Sprintf("file %q: %v", path, p)
 	}
 	return out
 }

@@ -26,7 +26,6 @@ type Merger struct {
 	first map[provider.Resource]string
 }
 
-
 // Conflict is a resource that a later file defines differently from the
 // file that defined it first; the first definition is kept.
 type Conflict struct {

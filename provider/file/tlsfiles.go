@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -30,6 +31,39 @@ import (
 // a path.
 const pemMarker = "-----BEGIN"
 
+// TLSFileError is a TLS file a configuration names that could not be read.
+type TLSFileError struct {
+	// Key is where the file is named: "tls", "certificates", "1",
+	// "keyFile" (a list index is a segment of digits).
+	Key []string
+	// Path is the file as written.
+	Path string
+	Err  error
+}
+
+// KeyString is Key as written in messages: tls.certificates[1].keyFile.
+func (e TLSFileError) KeyString() string {
+	var b strings.Builder
+	for i, k := range e.Key {
+		switch {
+		case k != "" && strings.Trim(k, "0123456789") == "":
+			b.WriteString("[" + k + "]")
+		case i > 0:
+			b.WriteString("." + k)
+		default:
+			b.WriteString(k)
+		}
+	}
+	return b.String()
+}
+
+// Message is what went wrong, without the key.
+func (e TLSFileError) Message() string {
+	return fmt.Sprintf("reading %q: %v: what needs it is disabled", e.Path, e.Err)
+}
+
+func (e TLSFileError) Error() string { return e.KeyString() + ": " + e.Message() }
+
 // tlsFiles reads the TLS files of one configuration.
 type tlsFiles struct {
 	// read caches a file's content for one Load: a CA named by several
@@ -39,13 +73,14 @@ type tlsFiles struct {
 	// directories.
 	paths map[string]bool
 	// problems name the files that could not be read.
-	problems []string
+	problems []TLSFileError
 }
 
-// inline returns d with the TLS files it names read into it (a copy: d is
-// not modified), the absolute paths of those files, and a problem for each
-// file that could not be read.
-func inline(d *config.Dynamic) (*config.Dynamic, []string, []string) {
+// ReadTLSFiles returns d with the TLS files it names read into it (a copy:
+// d is not modified), the absolute paths of those files, sorted, and an
+// error for each file that could not be read. The file provider and
+// `tollgate check` read them this way.
+func ReadTLSFiles(d *config.Dynamic) (*config.Dynamic, []string, []TLSFileError) {
 	if d == nil {
 		return nil, nil, nil
 	}
@@ -60,7 +95,7 @@ func inline(d *config.Dynamic) (*config.Dynamic, []string, []string) {
 			}
 			cp := *c
 			cp.Stores = slices.Clone(c.Stores)
-			cp.Certificate = f.pair(fmt.Sprintf("tls.certificates[%d]", i), c.Certificate)
+			cp.Certificate = f.pair(keyOf("tls", "certificates", i), c.Certificate)
 			t.Certificates = append(t.Certificates, &cp)
 		}
 		if len(t.Certificates) == 0 {
@@ -70,7 +105,7 @@ func inline(d *config.Dynamic) (*config.Dynamic, []string, []string) {
 			t.Options = make(map[string]config.TLSOptions, len(d.TLS.Options))
 			for _, name := range slices.Sorted(maps.Keys(d.TLS.Options)) {
 				o := d.TLS.Options[name]
-				o.ClientAuth.CAFiles = f.list("tls.options."+name+".clientAuth.caFiles", o.ClientAuth.CAFiles)
+				o.ClientAuth.CAFiles = f.list(keyOf("tls", "options", name, "clientAuth", "caFiles"), o.ClientAuth.CAFiles)
 				t.Options[name] = o
 			}
 		}
@@ -79,7 +114,7 @@ func inline(d *config.Dynamic) (*config.Dynamic, []string, []string) {
 			for _, name := range slices.Sorted(maps.Keys(d.TLS.Stores)) {
 				st := d.TLS.Stores[name]
 				if st.DefaultCertificate != nil {
-					c := f.pair("tls.stores."+name+".defaultCertificate", *st.DefaultCertificate)
+					c := f.pair(keyOf("tls", "stores", name, "defaultCertificate"), *st.DefaultCertificate)
 					st.DefaultCertificate = &c
 				}
 				t.Stores[name] = st
@@ -98,12 +133,12 @@ func inline(d *config.Dynamic) (*config.Dynamic, []string, []string) {
 			}
 			cp := *st
 			tl := *st.TLS
-			key := "tcp.serversTransports." + name + ".tls"
-			tl.RootCAs = f.list(key+".rootCAs", st.TLS.RootCAs)
+			key := keyOf("tcp", "serversTransports", name, "tls")
+			tl.RootCAs = f.list(append(key, "rootCAs"), st.TLS.RootCAs)
 			if st.TLS.Certificates != nil {
 				tl.Certificates = make([]config.Certificate, len(st.TLS.Certificates))
 				for i, c := range st.TLS.Certificates {
-					tl.Certificates[i] = f.pair(fmt.Sprintf("%s.certificates[%d]", key, i), c)
+					tl.Certificates[i] = f.pair(append(slices.Clone(key), "certificates", strconv.Itoa(i)), c)
 				}
 			}
 			cp.TLS = &tl
@@ -114,25 +149,34 @@ func inline(d *config.Dynamic) (*config.Dynamic, []string, []string) {
 	return &out, slices.Sorted(maps.Keys(f.paths)), f.problems
 }
 
-func (f *tlsFiles) pair(key string, c config.Certificate) config.Certificate {
-	c.CertFile = f.one(key+".certFile", c.CertFile)
-	c.KeyFile = f.one(key+".keyFile", c.KeyFile)
+// keyOf is a key path; ints are list indexes.
+func keyOf(parts ...any) []string {
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = fmt.Sprint(p)
+	}
+	return out
+}
+
+func (f *tlsFiles) pair(key []string, c config.Certificate) config.Certificate {
+	c.CertFile = f.one(append(slices.Clone(key), "certFile"), c.CertFile)
+	c.KeyFile = f.one(append(slices.Clone(key), "keyFile"), c.KeyFile)
 	return c
 }
 
-func (f *tlsFiles) list(key string, l []config.FileOrContent) []config.FileOrContent {
+func (f *tlsFiles) list(key []string, l []config.FileOrContent) []config.FileOrContent {
 	if l == nil {
 		return nil
 	}
 	out := make([]config.FileOrContent, len(l))
 	for i, v := range l {
-		out[i] = f.one(fmt.Sprintf("%s[%d]", key, i), v)
+		out[i] = f.one(append(slices.Clone(key), strconv.Itoa(i)), v)
 	}
 	return out
 }
 
 // one returns v's content when v names a file that reads, else v.
-func (f *tlsFiles) one(key string, v config.FileOrContent) config.FileOrContent {
+func (f *tlsFiles) one(key []string, v config.FileOrContent) config.FileOrContent {
 	s := string(v)
 	if s == "" || strings.Contains(s, pemMarker) {
 		return v
@@ -150,7 +194,7 @@ func (f *tlsFiles) one(key string, v config.FileOrContent) config.FileOrContent 
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			f.problems = append(f.problems, fmt.Sprintf("%s: reading %q: %v: what needs it is disabled", key, s, err))
+			f.problems = append(f.problems, TLSFileError{Key: key, Path: s, Err: err})
 			return v
 		}
 		f.read[abs] = b
