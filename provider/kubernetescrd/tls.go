@@ -2,6 +2,7 @@ package kubernetescrd
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -86,7 +87,10 @@ func duration(v *intstr.IntOrString) (config.Duration, error) {
 	if v.Type == intstr.Int {
 		return config.Duration(time.Duration(v.IntVal) * time.Second), nil
 	}
-	if n, err := strconv.Atoi(v.StrVal); err == nil {
+	if n, err := strconv.ParseInt(v.StrVal, 10, 64); err == nil {
+		if n > math.MaxInt64/int64(time.Second) || n < math.MinInt64/int64(time.Second) {
+			return 0, fmt.Errorf("%q seconds is out of range", v.StrVal)
+		}
 		return config.Duration(time.Duration(n) * time.Second), nil
 	}
 	d, err := time.ParseDuration(v.StrVal)

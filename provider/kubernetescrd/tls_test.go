@@ -3,6 +3,7 @@ package kubernetescrd
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -144,4 +145,27 @@ func TestBuildTLSResources(t *testing.T) {
 func dumpJSON(v any) string {
 	b, _ := json.MarshalIndent(v, "", " ")
 	return string(b)
+}
+
+// FuzzDuration: a CRD duration never panics, and an accepted one is an
+// integer of seconds or a Go duration.
+func FuzzDuration(f *testing.F) {
+	for _, s := range []string{"5s", "30", "-1", "1h2m", "soon", "", "9999999999999999999", "99999999999", "1e3s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v := intstr.FromString(s)
+		d, err := duration(&v)
+		if err != nil {
+			if !strings.Contains(err.Error(), strconv.Quote(s)) {
+				t.Fatalf("error %v does not name %q", err, s)
+			}
+			return
+		}
+		if _, perr := time.ParseDuration(s); perr != nil {
+			if n, aerr := strconv.ParseInt(s, 10, 64); aerr != nil || time.Duration(d) != time.Duration(n)*time.Second || (n > 0) != (d > 0) {
+				t.Fatalf("%q accepted as %v", s, time.Duration(d))
+			}
+		}
+	})
 }
