@@ -67,7 +67,7 @@ func TestBuildTLSResources(t *testing.T) {
 		transports: []ServersTransportTCP{
 			{Namespace: "db", Name: "pg-transport", Spec: ServersTransportTCPSpec{DialTimeout: dur("5s"), DialKeepAlive: &secs, TerminationDelay: dur("200ms"),
 				ProxyProtocol: &config.ProxyProtocol{},
-				TLS: &TLSClientConfigTCP{ServerName: "db.internal", RootCAsSecrets: []string{"ca"}, CertificatesSecrets: []string{"client-cert"}, PeerCertURI: "spiffe://db"}}},
+				TLS:           &TLSClientConfigTCP{ServerName: "db.internal", RootCAsSecrets: []string{"ca"}, CertificatesSecrets: []string{"client-cert"}, PeerCertURI: "spiffe://db"}}},
 			{Namespace: "db", Name: "broken", Spec: ServersTransportTCPSpec{DialTimeout: dur("soon")}},
 			{Namespace: "db", Name: "no-ca", Spec: ServersTransportTCPSpec{TLS: &TLSClientConfigTCP{RootCAsSecrets: []string{"missing"}}}},
 		},
