@@ -509,7 +509,7 @@ func classifyHandshake(err error) int {
 	}
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "protocol version"):
+	case strings.Contains(msg, "protocol version"), strings.Contains(msg, "unsupported versions"):
 		return reasonIndexVersion
 	case strings.Contains(msg, "cipher suite"), strings.Contains(msg, "curve"), strings.Contains(msg, "no application protocol"):
 		return reasonIndexCipher
