@@ -599,3 +599,157 @@ func TestTLSShutdownDrainsTerminated(t *testing.T) {
 		t.Errorf("open after shutdown = %d", n)
 	}
 }
+
+// startTLSEcho is a TLS server with kp that greets with name after the
+// handshake, then echoes; clientCAs, when set, requires a client
+// certificate from them. It records the client certificates' names.
+func startTLSEcho(t testing.TB, name string, kp tls.Certificate, clientCAs *x509.CertPool) (addr string, clients func() []string) {
+	t.Helper()
+	cfg := &tls.Config{Certificates: []tls.Certificate{kp}}
+	if clientCAs != nil {
+		cfg.ClientCAs, cfg.ClientAuth = clientCAs, tls.RequireAndVerifyClientCert
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []string
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				tc := c.(*tls.Conn)
+				_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+				if err := tc.Handshake(); err != nil {
+					return
+				}
+				if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
+					mu.Lock()
+					seen = append(seen, pc[0].Subject.CommonName)
+					mu.Unlock()
+				}
+				_ = tc.SetDeadline(time.Time{})
+				if _, err := io.WriteString(tc, name); err != nil {
+					return
+				}
+				_, _ = io.Copy(tc, tc)
+			}()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	return ln.Addr().String(), func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), seen...) }
+}
+
+// tlsService is a load balancer whose one server is dialled with TLS by
+// the named transport.
+func tlsService(addr, transport string) *config.TCPService {
+	return &config.TCPService{LoadBalancer: &config.TCPServersLoadBalancer{
+		Servers: []config.TCPServer{{Address: addr, TLS: true}}, ServersTransport: transport}}
+}
+
+// Backend TLS: plain clients reach TLS servers through servers
+// transports; an expired or wrong-name certificate is refused unless
+// insecureSkipVerify; mTLS to the backend; peerCertURI.
+func TestServersTransportTLS(t *testing.T) {
+	ca := newTestCA(t)
+	good, _, _ := ca.issue(t, leafOpts{}, "backend.example")
+	expired, _, _ := ca.issue(t, leafOpts{notAfter: time.Now().Add(-time.Hour)}, "backend.example")
+	wrongSAN, _, _ := ca.issue(t, leafOpts{}, "elsewhere.example")
+	spiffe, _, _ := ca.issue(t, leafOpts{uri: "spiffe://example.org/db"}, "whatever.example")
+	_, clientCert, clientKey := ca.issue(t, leafOpts{client: true}, "tollgate-client")
+	goodAddr, _ := startTLSEcho(t, "G", good, nil)
+	expiredAddr, _ := startTLSEcho(t, "E", expired, nil)
+	wrongAddr, _ := startTLSEcho(t, "W", wrongSAN, nil)
+	mtlsAddr, mtlsClients := startTLSEcho(t, "M", good, ca.pool)
+	spiffeAddr, _ := startTLSEcho(t, "S", spiffe, nil)
+	caFile := config.FileOrContent(ca.caFile(t))
+	verify := &config.TCPServersTransport{TLS: &config.TLSClientConfig{ServerName: "backend.example", RootCAs: []config.FileOrContent{caFile}}}
+	insecure := &config.TCPServersTransport{TLS: &config.TLSClientConfig{InsecureSkipVerify: true}}
+	mtls := &config.TCPServersTransport{TLS: &config.TLSClientConfig{ServerName: "backend.example", RootCAs: []config.FileOrContent{caFile},
+		Certificates: []config.Certificate{{CertFile: config.FileOrContent(clientCert), KeyFile: config.FileOrContent(clientKey)}}}}
+	uriOK := &config.TCPServersTransport{TLS: &config.TLSClientConfig{RootCAs: []config.FileOrContent{caFile}, PeerCertURI: "spiffe://example.org/db"}}
+	uriBad := &config.TCPServersTransport{TLS: &config.TLSClientConfig{RootCAs: []config.FileOrContent{caFile}, PeerCertURI: "spiffe://example.org/other"}}
+	eps := []string{"good", "expired", "expiredInsecure", "wrong", "wrongInsecure", "mtls", "uriOK", "uriBad"}
+	s := newServerWith(t, nil, eps...)
+	routers := map[string]*config.TCPRouter{}
+	for _, ep := range eps {
+		routers[ep+"@file"] = &config.TCPRouter{EntryPoints: []string{ep}, Rule: "HostSNI(`*`)", Service: ep + "@file"}
+	}
+	rt := s.Apply(&config.TCPConfiguration{
+		Routers: routers,
+		Services: map[string]*config.TCPService{
+			"good@file": tlsService(goodAddr, "verify@file"), "expired@file": tlsService(expiredAddr, "verify@file"),
+			"expiredInsecure@file": tlsService(expiredAddr, "insecure@file"), "wrong@file": tlsService(wrongAddr, "verify@file"),
+			"wrongInsecure@file": tlsService(wrongAddr, "insecure@file"), "mtls@file": tlsService(mtlsAddr, "mtls@file"),
+			"uriOK@file": tlsService(spiffeAddr, "uriok@file"), "uriBad@file": tlsService(spiffeAddr, "uribad@file"),
+		},
+		ServersTransports: map[string]*config.TCPServersTransport{"verify@file": verify, "insecure@file": insecure, "mtls@file": mtls, "uriok@file": uriOK, "uribad@file": uriBad},
+	})
+	mustEnabled(t, rt)
+	for ep, want := range map[string]string{"good": "G", "expired": "closed", "expiredInsecure": "E", "wrong": "closed",
+		"wrongInsecure": "W", "mtls": "M", "uriOK": "S", "uriBad": "closed"} {
+		if got := greeting(t, "127.0.0.1", s.addr(ep)); got != want {
+			t.Errorf("%s: %q, want %q", ep, got, want)
+		}
+	}
+	if got := mtlsClients(); len(got) != 1 || got[0] != "tollgate-client" {
+		t.Errorf("the mTLS backend saw client certificates %v", got)
+	}
+	for _, svc := range []string{"expired@file", "wrong@file", "uriBad@file"} {
+		if n := s.State().ServiceCounters(svc).TLSErrors.Load(); n != 1 {
+			t.Errorf("%s: TLS errors = %d, want 1", svc, n)
+		}
+	}
+}
+
+// A service naming a transport that does not exist is disabled, naming it;
+// the deprecated load balancer fields warn and win over the transport's.
+func TestServersTransportResolution(t *testing.T) {
+	b := startBackend(t, "B")
+	s := newServerWith(t, nil, "ep")
+	delay := 50
+	rt := s.Apply(&config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{"r@file": {Rule: "HostSNI(`*`)", Service: "ok@file"}, "r2@file": {Rule: "ClientIP(`10.0.0.1`)", Service: "missing@file"}},
+		Services: map[string]*config.TCPService{
+			"ok@file": {LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: b.addr()}}, ServersTransport: "tr@file",
+				TerminationDelay: &delay, ProxyProtocol: &config.ProxyProtocol{Version: 1}}},
+			"missing@file": {LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: b.addr()}}, ServersTransport: "nosuch@file"}},
+		},
+		ServersTransports: map[string]*config.TCPServersTransport{"tr@file": {DialTimeout: config.Duration(time.Second), TerminationDelay: config.Duration(time.Second), ProxyProtocol: &config.ProxyProtocol{Version: 2}}},
+	})
+	si := rt.Services["missing@file"]
+	if si.Status != StatusDisabled || !strings.Contains(strings.Join(si.Err, " "), `servers transport "nosuch@file" does not exist`) {
+		t.Errorf("missing@file: %s %v", si.Status, si.Err)
+	}
+	si = rt.Services["ok@file"]
+	errs := strings.Join(si.Err, " | ")
+	if si.Status != StatusWarning || !strings.Contains(errs, "loadBalancer.terminationDelay is deprecated") || !strings.Contains(errs, "loadBalancer.proxyProtocol is deprecated") {
+		t.Errorf("ok@file: %s %v", si.Status, si.Err)
+	}
+	// The load balancer's values won: PROXY v1 (a text line) reaches the backend.
+	c, err := net.Dial("tcp", s.addr("ep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	var banner [1]byte
+	if _, err := io.ReadFull(c, banner[:]); err != nil {
+		t.Fatal(err)
+	}
+	// The echo backend echoes the header it got first.
+	line := make([]byte, 6)
+	if _, err := io.ReadFull(c, line); err != nil || string(line) != "PROXY " {
+		t.Errorf("backend got %q (%v), want a PROXY v1 line", line, err)
+	}
+}
