@@ -128,8 +128,8 @@ type State struct {
 	tls         map[string]*TLSCounters
 	defaultCert defaultCert     // generated once, when no default certificate is configured
 	resolvers   map[string]bool // certificatesResolvers of the static configuration
-	observers   ConnObservers        // what closed connections report (accesslog.go)
-	routerStats routerStats          // per-router bytes and durations (metrics_conn.go)
+	observers   ConnObservers   // what closed connections report (accesslog.go)
+	routerStats routerStats     // per-router bytes and durations (metrics_conn.go)
 }
 
 // NewState returns empty state logging through log.

@@ -61,20 +61,20 @@ type ServiceCounters struct {
 // loadBalancer is a loadBalancer service: round-robin over its servers. A
 // failed dial tries the next healthy server once before giving up.
 type loadBalancer struct {
-	name     string
-	servers  []server
-	next     atomic.Uint32
-	delay    time.Duration
-	ppVer    byte // PROXY protocol version to send; 0 for none
+	name    string
+	servers []server
+	next    atomic.Uint32
+	delay   time.Duration
+	ppVer   byte // PROXY protocol version to send; 0 for none
 	// From the servers transport (README, "Servers transports").
 	dialTimeout time.Duration
 	keepAlive   time.Duration // negative: no keepalive probes
 	tlsConf     *tls.Config   // for servers with tls; nil: verify against the system roots
 	goroutines  bool          // some server is dialled with TLS: every connection is served by goroutines
-	counters *ServiceCounters
-	cap      *capacity // nil unless a server has a maxConn
-	log      zerolog.Logger
-	obs      *connObserver // nil unless an access log or metrics observe connection ends
+	counters    *ServiceCounters
+	cap         *capacity // nil unless a server has a maxConn
+	log         zerolog.Logger
+	obs         *connObserver // nil unless an access log or metrics observe connection ends
 }
 
 var _ tcp.Handler = (*loadBalancer)(nil)

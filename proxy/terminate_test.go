@@ -753,3 +753,53 @@ func TestServersTransportResolution(t *testing.T) {
 		t.Errorf("backend got %q (%v), want a PROXY v1 line", line, err)
 	}
 }
+
+// A router naming a resolver of the static configuration is served from
+// the store's certificates, with a warning that ACME is not supported.
+func TestTLSCertResolverAccepted(t *testing.T) {
+	ca := newTestCA(t)
+	_, dbCert, dbKey := ca.issue(t, leafOpts{}, "db.example")
+	a := startBackend(t, "A")
+	s := newServerWith(t, nil, "tls")
+	s.State().SetCertResolvers([]string{"le"})
+	rt := s.Apply(&config.TCPConfiguration{
+		Routers:  map[string]*config.TCPRouter{"db@file": {Rule: "HostSNI(`db.example`)", Service: "a@file", TLS: &config.RouterTCPTLSConfig{CertResolver: "le"}}},
+		Services: map[string]*config.TCPService{"a@file": lbConfig(a.addr())},
+		TLS:      &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(dbCert, dbKey)}},
+	})
+	ri := routerStatus(t, rt, "db@file")
+	if ri.Status != StatusWarning || !strings.Contains(strings.Join(ri.Err, " "), "ACME is not supported") {
+		t.Fatalf("db@file: %s %v", ri.Status, ri.Err)
+	}
+	c, err := tlsDial(t, s.addr("tls"), &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := greetTLS(t, c); got != "A" {
+		t.Errorf("reached %q", got)
+	}
+}
+
+// Inline PEM is accepted where a file is (Traefik's FileOrContent).
+func TestTLSInlinePEM(t *testing.T) {
+	ca := newTestCA(t)
+	_, dbCert, dbKey := ca.issue(t, leafOpts{}, "db.example")
+	certPEM, _ := os.ReadFile(dbCert)
+	keyPEM, _ := os.ReadFile(dbKey)
+	a := startBackend(t, "A")
+	s := newServerWith(t, nil, "tls")
+	mustEnabled(t, s.Apply(&config.TCPConfiguration{
+		Routers:  map[string]*config.TCPRouter{"db@file": terminating("HostSNI(`db.example`)", "a@file", "")},
+		Services: map[string]*config.TCPService{"a@file": lbConfig(a.addr())},
+		TLS:      &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(string(certPEM), string(keyPEM))}},
+	}))
+	c, err := tlsDial(t, s.addr("tls"), &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := greetTLS(t, c); got != "A" {
+		t.Errorf("reached %q", got)
+	}
+}
