@@ -1,14 +1,9 @@
 package api
 
 import (
-	"crypto/tls"
-	"crypto/x509"
+	"context"
 	"encoding/json"
-	"encoding/pem"
-	"net"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,102 +11,113 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
-	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
 
-// GET /api/tls/certificates lists the loaded certificates (names, issuer,
-// expiry, routers) and never a key; /metrics counts handshakes by router
-// and failures by reason.
-func TestTLSCertificatesAndHandshakeMetrics(t *testing.T) {
-	kp, _ := itest.SelfSigned(t, "db.example")
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "db.crt"), filepath.Join(dir, "db.key")
-	kb, err := x509.MarshalPKCS8PrivateKey(kp.PrivateKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})
-	_ = os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kp.Certificate[0]}), 0o600)
-	_ = os.WriteFile(keyFile, keyPEM, 0o600)
-	beAddr := itest.EchoServer(t, "127.0.0.1:0")
+// The servers transports list and detail (Traefik's shape: the transport
+// with its name and provider), and no private key in any answer: the file
+// provider reads key files into the configuration, the API shows REDACTED.
+func TestServersTransportsAndRedactedKeys(t *testing.T) {
+	const key = "-----BEGIN PRIVATE KEY-----\nsecret-key-bytes\n-----END PRIVATE KEY-----\n"
+	const cert = "-----BEGIN CERTIFICATE-----\npublic\n-----END CERTIFICATE-----\n"
 	ep := &config.EntryPoint{Address: "127.0.0.1:0"}
 	ep.SetDefaults()
-	ep.Transport.LifeCycle.GraceTimeOut = 0
-	srv, err := proxy.NewServer(map[string]*config.EntryPoint{"tls": ep}, zerolog.Nop())
+	srv, err := proxy.NewServer(map[string]*config.EntryPoint{"tcp": ep}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Start()
 	t.Cleanup(func() { srv.Shutdown(t.Context()) })
-	rt := srv.Apply(&config.TCPConfiguration{
-		Routers:  map[string]*config.TCPRouter{"db@file": {Rule: "HostSNI(`db.example`) || HostSNI(`other.example`)", Service: "s@file", TLS: &config.RouterTCPTLSConfig{Options: "strict@file"}}},
-		Services: map[string]*config.TCPService{"s@file": {LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: beAddr}}}}},
+	applied := make(chan struct{}, 4)
+	w := &provider.Watcher{Log: zerolog.Nop(), Apply: func(c *config.TCPConfiguration) { srv.Apply(c); applied <- struct{}{} }}
+	in := make(chan provider.Message)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx, in)
+	in <- provider.Message{ProviderName: "file", Configuration: &config.Dynamic{
 		TLS: &config.TLSConfiguration{
-			Certificates: []*config.CertAndStores{{Certificate: config.Certificate{CertFile: config.FileOrContent(certFile), KeyFile: config.FileOrContent(keyFile)}}},
-			Options:      map[string]config.TLSOptions{"strict@file": {SniStrict: true}},
+			Certificates: []*config.CertAndStores{{Certificate: config.Certificate{CertFile: cert, KeyFile: key}}},
+			Stores:       map[string]config.TLSStore{"default": {DefaultCertificate: &config.Certificate{CertFile: cert, KeyFile: key}}},
 		},
-	})
-	if ri := rt.Routers["db@file"]; ri.Status != proxy.StatusEnabled {
-		t.Fatalf("db@file: %s %v", ri.Status, ri.Err)
+		TCP: &config.TCPConfiguration{
+			Routers: map[string]*config.TCPRouter{"db": {Rule: "HostSNI(`db.example`)", Service: "db",
+				TLS: &config.RouterTCPTLSConfig{Options: "mtls", CertResolver: "le", Domains: []config.Domain{{Main: "db.example", SANs: []string{"a.db.example"}}}}}},
+			Services: map[string]*config.TCPService{"db": {LoadBalancer: &config.TCPServersLoadBalancer{ServersTransport: "pg",
+				Servers: []config.TCPServer{{Address: "127.0.0.1:1", TLS: true}}}}},
+			ServersTransports: map[string]*config.TCPServersTransport{
+				"pg": {DialTimeout: config.Duration(5 * time.Second), TLS: &config.TLSClientConfig{ServerName: "db.internal",
+					Certificates: []config.Certificate{{CertFile: cert, KeyFile: key}}}},
+				"plain": {TerminationDelay: config.Duration(time.Second)},
+			}},
+	}}
+	select {
+	case <-applied:
+	case <-time.After(5 * time.Second):
+		t.Fatal("configuration not applied")
 	}
-	w := &provider.Watcher{Apply: func(*config.TCPConfiguration) {}}
-	h := httptest.NewServer(Handler(Sources{Server: srv, Watcher: w, Metrics: MetricsHandler(srv, w, nil)}))
-	t.Cleanup(h.Close)
+	h := httptest.NewServer(Handler(Sources{Server: srv, Watcher: w}))
+	defer h.Close()
 
-	addr := srv.EntryPoint("tls").Addr().String()
-	pool := x509.NewCertPool()
-	pool.AddCert(kp.Leaf)
-	for sni, ok := range map[string]bool{"db.example": true, "other.example": false} {
-		raw, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err != nil {
-			t.Fatal(err)
+	for _, path := range []string{"/api/rawdata", "/api/tcp/serversTransports", "/api/tcp/serverstransports/pg@file"} {
+		code, body := get(t, h.URL+path)
+		if code != 200 {
+			t.Fatalf("%s: %d %s", path, code, body)
 		}
-		c := tls.Client(raw, &tls.Config{ServerName: sni, RootCAs: pool, InsecureSkipVerify: !ok})
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		if err := c.Handshake(); (err == nil) != ok {
-			t.Errorf("%s: handshake error %v", sni, err)
+		if strings.Contains(body, "secret-key-bytes") || strings.Contains(body, "PRIVATE KEY") {
+			t.Fatalf("%s shows a private key:\n%s", path, body)
 		}
-		_ = raw.Close()
+		if !strings.Contains(body, `"keyFile": "REDACTED"`) {
+			t.Fatalf("%s: no redacted keyFile:\n%s", path, body)
+		}
 	}
-
-	code, body := get(t, h.URL+"/api/tls/certificates")
-	if code != 200 {
-		t.Fatalf("GET /api/tls/certificates: %d %s", code, body)
+	_, body := get(t, h.URL+"/api/rawdata")
+	var raw struct {
+		TCPServersTransports map[string]json.RawMessage `json:"tcpServersTransports"`
+		TLS                  struct {
+			Certificates []struct{ CertFile, KeyFile string }
+			Stores       map[string]struct{ DefaultCertificate struct{ KeyFile string } }
+		} `json:"tls"`
 	}
-	if strings.Contains(body, "PRIVATE") || strings.Contains(body, string(keyPEM[40:80])) {
-		t.Fatal("the certificates endpoint shows key material")
-	}
-	var certs []proxy.CertificateInfo
-	if err := json.Unmarshal([]byte(body), &certs); err != nil {
+	if err := json.Unmarshal([]byte(body), &raw); err != nil {
 		t.Fatal(err)
 	}
-	var found bool
-	for _, c := range certs {
-		if c.Subject == "CN=db.example" {
-			found = true
-			if len(c.SANs) != 1 || c.SANs[0] != "db.example" || len(c.UsedBy) != 1 || c.UsedBy[0] != "db@file" || c.NotAfter.Before(time.Now()) || c.Source != certFile {
-				t.Errorf("db.example certificate shown as %+v", c)
-			}
+	if len(raw.TLS.Certificates) != 1 || raw.TLS.Certificates[0].CertFile != cert || raw.TLS.Certificates[0].KeyFile != config.Redacted ||
+		raw.TLS.Stores["default"].DefaultCertificate.KeyFile != config.Redacted || len(raw.TCPServersTransports) != 2 {
+		t.Fatalf("rawdata tls %+v, transports %v", raw.TLS, raw.TCPServersTransports)
+	}
+
+	_, body = get(t, h.URL+"/api/tcp/serversTransports?sortBy=name&direction=desc")
+	var list []struct {
+		Name, Provider string
+		DialTimeout    string
+	}
+	if err := json.Unmarshal([]byte(body), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Name != "plain@file" || list[1].Name != "pg@file" || list[1].Provider != "file" || list[1].DialTimeout != "5s" {
+		t.Fatalf("list %+v (%s)", list, body)
+	}
+	if code, _ := get(t, h.URL+"/api/tcp/serversTransports/nope@file"); code != 404 {
+		t.Fatalf("unknown transport: %d, want 404", code)
+	}
+	// A router's TLS settings and a service's transport, qualified.
+	_, body = get(t, h.URL+"/api/tcp/routers/db@file")
+	var r struct {
+		TLS struct {
+			Options, CertResolver string
+			Domains               []config.Domain
 		}
 	}
-	if !found {
-		t.Fatalf("db.example not listed: %s", body)
+	if err := json.Unmarshal([]byte(body), &r); err != nil || r.TLS.Options != "mtls@file" || r.TLS.CertResolver != "le" || len(r.TLS.Domains) != 1 || r.TLS.Domains[0].SANs[0] != "a.db.example" {
+		t.Fatalf("router tls %+v (%v): %s", r.TLS, err, body)
 	}
-	tlsLines := func() string {
-		_, m := get(t, h.URL+"/metrics")
-		var out []string
-		for _, l := range strings.Split(m, "\n") {
-			if strings.HasPrefix(l, "tollgate_tls_") {
-				out = append(out, l)
-			}
-		}
-		return strings.Join(out, "\n")
+	_, body = get(t, h.URL+"/api/tcp/services/db@file")
+	if !strings.Contains(body, `"serversTransport": "pg@file"`) || !strings.Contains(body, `"tls": true`) {
+		t.Fatalf("service: %s", body)
 	}
-	itest.Eventually(t, 5*time.Second, func() bool {
-		m := tlsLines()
-		return strings.Contains(m, `tollgate_tls_handshakes_total{router="db@file"} 1`) &&
-			strings.Contains(m, `tollgate_tls_handshake_failures_total{reason="no_certificate",router="db@file"} 1`)
-	}, "handshake metrics")
+	// The watcher's configuration itself keeps the key: redaction copies.
+	if k := w.Applied().TLS.Certificates[0].KeyFile; k != key {
+		t.Fatalf("redaction modified the applied configuration: %q", k)
+	}
 }
