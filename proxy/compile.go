@@ -423,7 +423,7 @@ func (c *compiler) router(name string, r *config.TCPRouter, info *RouterInfo) *r
 		return nil
 	}
 	if ru.NeedsTLS() && r.TLS == nil {
-		info.addError("rule", fmt.Sprintf("rule %q reads the TLS ClientHello (SNI/ALPN) but the router has no TLS: add tls (termination) or tls.passthrough=true, or use HostSNI(`*`) for plain TCP", r.Rule))
+		info.addError("rule", fmt.Sprintf("rule %q reads the TLS ClientHello (SNI/ALPN) but the router has no TLS: add tls.passthrough=true, or use HostSNI(`*`) for plain TCP", r.Rule))
 		return nil
 	}
 	terminates := r.TLS != nil && !r.TLS.Passthrough
