@@ -127,7 +127,7 @@ LOADGEN=$BIN/loadgen
 declare -A BUILT_FROM
 # tollgate binaries: TOLLGATE_BIN, else a build of this checkout;
 # TOLLGATE_BASE_BIN, else (with TOLLGATE_BASE_REF) a build of that ref.
-if [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* ]] && [[ -z ${TOLLGATE_BIN:-} ]]; then
+if [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* || " $PEERS " == *" tollgate-tls "* ]] && [[ -z ${TOLLGATE_BIN:-} ]]; then
     log "TOLLGATE_BIN not set: building this checkout ($REPO) into $BIN/tollgate"
     (cd "$REPO" && CGO_ENABLED=0 go build -o "$BIN/tollgate" .) || die "building tollgate from $REPO failed"
     TOLLGATE_BIN=$BIN/tollgate
@@ -317,7 +317,7 @@ bin_info() { # path peer -> sha256 prefix and where it came from
         echo "$s = $(sysctl -n $s 2>/dev/null | tr '\t' ' ')"
     done
     for p in $PEERS; do echo "peer $p: ${VERSION_OF[$p]}"; done
-    [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* ]] && echo "tollgate binary: $TOLLGATE_BIN, $(bin_info "$TOLLGATE_BIN" tollgate)"
+    [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* || " $PEERS " == *" tollgate-tls "* ]] && echo "tollgate binary: $TOLLGATE_BIN, $(bin_info "$TOLLGATE_BIN" tollgate)"
     [[ " $PEERS " == *" tollgate-base "* ]] && echo "tollgate-base binary: $TOLLGATE_BASE_BIN, $(bin_info "$TOLLGATE_BASE_BIN" tollgate-base)"
     [[ " $SCENARIOS " == *" pgbench "* ]] && echo "pgbench: $("$PG_BIN_DIR/pgbench" --version), server $("$PG_BIN_DIR/postgres" --version)"
     [[ " $SCENARIOS " == *" redis "* ]] && echo "redis: $(redis-server --version | cut -d' ' -f1-3)"
