@@ -511,7 +511,7 @@ func classifyHandshake(err error) int {
 	switch {
 	case strings.Contains(msg, "protocol version"), strings.Contains(msg, "unsupported versions"):
 		return reasonIndexVersion
-	case strings.Contains(msg, "cipher suite"), strings.Contains(msg, "curve"), strings.Contains(msg, "no application protocol"):
+	case strings.Contains(msg, "cipher suite"), strings.Contains(msg, "curve"):
 		return reasonIndexCipher
 	case strings.Contains(msg, "certificate"):
 		return reasonIndexClientCert
