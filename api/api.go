@@ -64,6 +64,15 @@ func Handler(src Sources) http.Handler {
 		mux.HandleFunc("GET "+p+"/{name}", src.detail(kindServersTransports))
 	}
 	mux.HandleFunc("GET /api/tcp/middlewares/{name}/clients", src.clients)
+	mux.HandleFunc("GET /api/tls/certificates", func(w http.ResponseWriter, _ *http.Request) {
+		// The default TLS store's certificates as the last Compile loaded
+		// them: names, issuer, expiry, which routers they serve; never a key.
+		certs := src.Server.Runtime().Certificates
+		if certs == nil {
+			certs = []proxy.CertificateInfo{}
+		}
+		writeJSON(w, http.StatusOK, certs)
+	})
 	mux.HandleFunc("GET /api/overview", src.overview)
 	mux.HandleFunc("GET /api/entrypoints", src.entryPoints)
 	mux.HandleFunc("GET /api/entrypoints/{name}", src.entryPoint)
