@@ -288,6 +288,22 @@ func (c *checker) mergeFile(d *config.Dynamic, o origin) {
 	}
 }
 
+// mergeProblem reports a problem of the providers' merge (TLS options or
+// a store named `default` in several providers), placed on the dynamic
+// file that defines it when one does.
+func (c *checker) mergeProblem(msg string) {
+	kind, section := provider.KindTLSOptions, "options"
+	if strings.HasPrefix(msg, "TLS store") {
+		kind, section = provider.KindTLSStore, "stores"
+	}
+	p := Problem{Resource: provider.DefaultTLSName, Severity: SeverityError, Message: msg, DisablesRouter: kind == provider.KindTLSOptions}
+	if file := c.fileMerger.DefinedBy(provider.Resource{Kind: kind, Name: provider.DefaultTLSName}); file != "" {
+		p.File = file
+		c.locatePath(&p, c.fileOrigins[file], []string{"tls", section, provider.DefaultTLSName}, "tls."+section+"."+provider.DefaultTLSName)
+	}
+	c.problems = append(c.problems, located{Problem: p, fileIdx: c.fileOrigins[p.File].fileIdx, line: p.Line})
+}
+
 // locatePath places p on the key path of a dynamic file (segments of
 // digits are list indexes); key is how the problem names it.
 func (c *checker) locatePath(p *Problem, o origin, path []string, key string) {
@@ -374,7 +390,10 @@ func (c *checker) buildProblem(prov, noun string, bp provider.Problem) {
 // error into a located problem. Problems about inputs come in input order
 // (file, then line), then the compiler's, by resource.
 func (c *checker) compile() *Report {
-	merged := provider.Merge(c.build())
+	merged, mergeProblems := provider.MergeReport(c.build())
+	for _, msg := range mergeProblems {
+		c.mergeProblem(msg)
+	}
 	sort.SliceStable(c.problems, func(i, j int) bool {
 		a, b := c.problems[i], c.problems[j]
 		if a.fileIdx != b.fileIdx {

@@ -213,3 +213,29 @@ func TestTraefikServersTransportLabelsApply(t *testing.T) {
 	}
 	t.Logf("problems:\n%s", all)
 }
+
+// TLS options named default in two providers (a file and a KV store):
+// neither applies, as in the running tollgate, and the problem is placed
+// on the file's definition.
+func TestDefaultTLSOptionsInTwoProviders(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tls.yml")
+	if err := os.WriteFile(file, []byte("tcp:\n  routers:\n    r:\n      rule: HostSNI(`*`)\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers: [{address: \"127.0.0.1:1\"}]\ntls:\n  options:\n    default:\n      minVersion: VersionTLS12\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dump := filepath.Join(dir, "kv.txt")
+	if err := os.WriteFile(dump, []byte("traefik/tls/options/default/minVersion VersionTLS13\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := Files([]string{file, dump}, DefaultOptions())
+	if _, ok := rep.TCP.TLS.Options["default"]; ok {
+		t.Error("default options from two providers apply")
+	}
+	found := false
+	for _, p := range rep.Problems {
+		found = found || p.File == file && p.Line == 12 && p.Key == "tls.options.default" && strings.Contains(p.Message, `TLS options "default" defined in several providers`) && p.DisablesRouter
+	}
+	if !found {
+		t.Fatalf("problems %+v: want the merge's, on %s:12", rep.Problems, file)
+	}
+}
