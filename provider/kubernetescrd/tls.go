@@ -220,6 +220,16 @@ func serversTransport(k cluster, st ServersTransportTCP) (*config.TCPServersTran
 	}
 	if t := st.Spec.TLS; t != nil {
 		tc := &config.TLSClientConfig{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, PeerCertURI: t.PeerCertURI}
+		for i, r := range t.RootCAs {
+			if r.ConfigMap != "" || r.Secret == "" {
+				return nil, fmt.Errorf("tls.rootCAs[%d]: only a secret is read (ConfigMap %q is not)", i, r.ConfigMap)
+			}
+			ca, err := caOf(k, st.Namespace, r.Secret)
+			if err != nil {
+				return nil, fmt.Errorf("tls.rootCAs[%d]: %w", i, err)
+			}
+			tc.RootCAs = append(tc.RootCAs, ca)
+		}
 		for _, name := range t.RootCAsSecrets {
 			ca, err := caOf(k, st.Namespace, name)
 			if err != nil {

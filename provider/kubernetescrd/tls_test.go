@@ -70,6 +70,8 @@ func TestBuildTLSResources(t *testing.T) {
 				TLS:           &TLSClientConfigTCP{ServerName: "db.internal", RootCAsSecrets: []string{"ca"}, CertificatesSecrets: []string{"client-cert"}, PeerCertURI: "spiffe://db"}}},
 			{Namespace: "db", Name: "broken", Spec: ServersTransportTCPSpec{DialTimeout: dur("soon")}},
 			{Namespace: "db", Name: "no-ca", Spec: ServersTransportTCPSpec{TLS: &TLSClientConfigTCP{RootCAsSecrets: []string{"missing"}}}},
+			{Namespace: "db", Name: "new-form", Spec: ServersTransportTCPSpec{TLS: &TLSClientConfigTCP{RootCAs: []RootCA{{Secret: "ca2"}}}}},
+			{Namespace: "db", Name: "configmap", Spec: ServersTransportTCPSpec{TLS: &TLSClientConfigTCP{RootCAs: []RootCA{{ConfigMap: "cas"}}}}},
 		},
 		options: []TLSOption{
 			{Namespace: "db", Name: "mtls", Spec: TLSOptionSpec{MinVersion: "VersionTLS13", SniStrict: true, ALPNProtocols: []string{"postgresql"},
@@ -101,7 +103,7 @@ func TestBuildTLSResources(t *testing.T) {
 		ProxyProtocol: &config.ProxyProtocol{Version: 2},
 		TLS: &config.TLSClientConfig{ServerName: "db.internal", RootCAs: []config.FileOrContent{"CA-1"}, PeerCertURI: "spiffe://db",
 			Certificates: []config.Certificate{{CertFile: "CRT-client", KeyFile: "KEY-client"}}},
-	}}
+	}, "db-new-form": {TLS: &config.TLSClientConfig{RootCAs: []config.FileOrContent{"CA-2"}}}}
 	if !reflect.DeepEqual(got.TCP.ServersTransports, wantTransports) {
 		t.Errorf("transports %s, want %s", dumpJSON(got.TCP.ServersTransports), dumpJSON(wantTransports))
 	}
@@ -119,6 +121,7 @@ func TestBuildTLSResources(t *testing.T) {
 	}
 	wantProblems := []string{
 		`ServersTransportTCP "db/broken": dialTimeout: "soon" is not a duration`,
+		`ServersTransportTCP "db/configmap": tls.rootCAs[0]: only a secret is read (ConfigMap "cas" is not): dropped`,
 		`ServersTransportTCP "db/no-ca": tls.rootCAsSecrets: Secret "db/missing" not found: dropped`,
 		`TLSOption "db/no-ca": clientAuth.secretNames: Secret "db/nope" not found: dropped`,
 	}

@@ -102,11 +102,21 @@ type ServersTransportTCPSpec struct {
 // TLSClientConfigTCP is a ServersTransportTCP's TLS to the servers; the CAs
 // and client certificates are Secrets of the transport's namespace.
 type TLSClientConfigTCP struct {
-	ServerName          string   `json:"serverName,omitempty"`
-	InsecureSkipVerify  bool     `json:"insecureSkipVerify,omitempty"`
+	ServerName         string `json:"serverName,omitempty"`
+	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+	// RootCAs are CA Secrets (Traefik v3's newer form); a ConfigMap is not
+	// read (the transport is dropped with a problem saying so).
+	RootCAs []RootCA `json:"rootCAs,omitempty"`
+	// RootCAsSecrets is the older form of RootCAs, deprecated in Traefik.
 	RootCAsSecrets      []string `json:"rootCAsSecrets,omitempty"`
 	CertificatesSecrets []string `json:"certificatesSecrets,omitempty"`
 	PeerCertURI         string   `json:"peerCertURI,omitempty"`
+}
+
+// RootCA is a CA by Secret or ConfigMap name.
+type RootCA struct {
+	Secret    string `json:"secret,omitempty"`
+	ConfigMap string `json:"configMap,omitempty"`
 }
 
 // TLSOption is one traefik.io/v1alpha1 TLSOption: a named set of handshake
