@@ -22,6 +22,9 @@ const shardCount = 64
 type shard struct {
 	mu sync.Mutex
 	m  map[netip.Addr]int64
+	// epoch is the shared store's epoch this shard's counts are asserted
+	// in (store.go): its releases go to that epoch's share.
+	epoch uint64
 	// forward: the shard was exported (handover.go); its releases are
 	// passed on to the limiter's remote.
 	forward bool
@@ -42,6 +45,11 @@ type Limiter struct {
 	rejects atomic.Uint64 // connections rejected (or, in dry run, that would have been)
 	logs    rejectLog
 	remote  atomic.Pointer[Remote] // set while the budget is another process's (handover.go)
+	link    atomic.Pointer[storeLink] // the shared store, when the middleware names one (store.go)
+
+	fallbacks   atomic.Uint64 // admitted by the per-replica amount, the store unreachable (open)
+	unreachable atomic.Uint64 // rejected: the store unreachable (closed)
+	queueFull   atomic.Uint64 // rejected: the store's queue of round trips full
 }
 
 // NewLimiter returns an empty limiter admitting amount connections per key.
@@ -122,12 +130,15 @@ func (l *Limiter) Release(k netip.Addr) {
 	} else {
 		s.m[k] = n - 1
 	}
-	fwd := s.forward
+	fwd, epoch := s.forward, s.epoch
 	s.mu.Unlock()
 	if n <= 1 {
 		l.keys.Add(-1)
 	}
 	l.total.Add(-1)
+	if ln := l.link.Load(); ln != nil {
+		ln.s.release(ln.mw, k, epoch)
+	}
 	if fwd {
 		if r := l.remote.Load(); r != nil {
 			(*r).Release(k)

@@ -2,6 +2,7 @@ package inflightconn
 
 import (
 	"errors"
+	"strings"
 	"net/netip"
 
 	"github.com/rs/zerolog"
@@ -21,8 +22,16 @@ func validate(cfg *config.TCPInFlightConn) (warning string, err error) {
 	if b := cfg.IPv6Subnet; b != nil && (*b < 1 || *b > 128) {
 		return "", config.FieldErrorf("inFlightConn.ipv6Subnet", "inFlightConn.ipv6Subnet %d is out of range 1..128", *b)
 	}
+	switch strings.ToLower(cfg.FailureMode) {
+	case "", FailOpen, FailClosed:
+	default:
+		return "", config.FieldErrorf("inFlightConn.failureMode", "inFlightConn.failureMode %q is not open or closed", cfg.FailureMode)
+	}
 	if cfg.Amount == 0 {
 		return "inFlightConn.amount is 0: every connection is rejected", nil
+	}
+	if cfg.FailureMode != "" && cfg.Store == "" {
+		return "inFlightConn.failureMode has no effect without inFlightConn.store", nil
 	}
 	return "", nil
 }
@@ -43,7 +52,18 @@ func New(name string, cfg *config.TCPInFlightConn, reg *Registry, log zerolog.Lo
 	if cfg.IPv6Subnet != nil {
 		bits = *cfg.IPv6Subnet
 	}
+	var store *Store
+	mode := FailClosed
+	if cfg.Store != "" {
+		if store = reg.store(cfg.Store); store == nil {
+			return nil, nil, "", config.FieldErrorf("inFlightConn.store", "inFlightConn.store %q: no such store in the static configuration (stores.%s.redis)", cfg.Store, cfg.Store)
+		}
+		if strings.EqualFold(cfg.FailureMode, FailOpen) {
+			mode = FailOpen
+		}
+	}
 	l = reg.Get(name, cfg.Amount, cfg.DryRun, bits)
+	l.setStore(store, name, mode)
 	log = log.With().Str("middleware", name).Str("middlewareType", "InFlightConn").Logger()
 	mw = func(next tcp.Handler) tcp.Handler {
 		return &handler{l: l, next: next, log: log}
@@ -67,6 +87,10 @@ func (h *handler) ServeTCP(c *tcp.Conn) {
 	k := h.l.Key(c.Client.Addr())
 	if r := h.l.remote.Load(); r != nil {
 		h.serveRemote(c, k, *r)
+		return
+	}
+	if ln := h.l.link.Load(); ln != nil {
+		h.serveShared(c, k, ln)
 		return
 	}
 	admitted := h.l.Acquire(k)
