@@ -44,7 +44,7 @@ type Limiter struct {
 	admits  atomic.Uint64 // connections admitted, ever
 	rejects atomic.Uint64 // connections rejected (or, in dry run, that would have been)
 	logs    rejectLog
-	remote  atomic.Pointer[Remote] // set while the budget is another process's (handover.go)
+	remote  atomic.Pointer[Remote]    // set while the budget is another process's (handover.go)
 	link    atomic.Pointer[storeLink] // the shared store, when the middleware names one (store.go)
 
 	fallbacks   atomic.Uint64 // admitted by the per-replica amount, the store unreachable (open)

@@ -2,8 +2,8 @@ package inflightconn
 
 import (
 	"errors"
-	"strings"
 	"net/netip"
+	"strings"
 
 	"github.com/rs/zerolog"
 

@@ -161,8 +161,8 @@ type Store struct {
 	// store counts as up: a count made in a shard of that epoch or older
 	// (a fallback admission, a release) is in the next assertion's copy.
 	settled atomic.Uint64
-	queue chan *admitReq
-	wake  chan struct{} // releases are pending
+	queue   chan *admitReq
+	wake    chan struct{} // releases are pending
 
 	mu       sync.Mutex
 	members  map[string]*Limiter // by middleware name
