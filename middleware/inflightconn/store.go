@@ -265,6 +265,14 @@ func NewRedisStore(name string, cfg *config.RedisStore, tlsConf *tls.Config, log
 	return s, nil
 }
 
+// OfflineStore returns a store named name that is never reached: for
+// tollgate check, which compiles configurations without I/O, so that a
+// middleware naming a store compiles as it would in the proxy.
+func OfflineStore(name string) *Store {
+	return &Store{name: name, members: map[string]*Limiter{}, releases: map[relKey]int64{},
+		queue: make(chan *admitReq), wake: make(chan struct{}, 1), log: zerolog.Nop()}
+}
+
 // CheckEndpoint reports whether e is a Redis endpoint, host:port with a
 // port in 1..65535 and a host name or IP, and says what is wrong with it.
 func CheckEndpoint(e string) error {
@@ -586,6 +594,9 @@ func (s *Store) reassert(ctx context.Context) {
 // this replica's leases, so that its shares stop counting at once (its
 // connections are over). It waits at most the store's timeout for Redis.
 func (s *Store) Close() {
+	if s.cancel == nil {
+		return // OfflineStore
+	}
 	s.cancel()
 	<-s.done
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
