@@ -116,8 +116,16 @@ func (l *Limiter) Acquire(k netip.Addr) bool {
 }
 
 // Release ends a connection counted by Acquire(k). The entry for k is deleted
-// when its count reaches zero.
-func (l *Limiter) Release(k netip.Addr) {
+// when its count reaches zero. With a shared store, the store's count is
+// released too.
+func (l *Limiter) Release(k netip.Addr) { l.release(k, true) }
+
+// ReleaseLocal ends a connection counted here but not in the shared store:
+// one of a predecessor's, imported at an upgrade (its store count is the
+// predecessor's own, which releases it there).
+func (l *Limiter) ReleaseLocal(k netip.Addr) { l.release(k, false) }
+
+func (l *Limiter) release(k netip.Addr, toStore bool) {
 	s := l.shard(k)
 	s.mu.Lock()
 	n, ok := s.m[k]
@@ -136,7 +144,7 @@ func (l *Limiter) Release(k netip.Addr) {
 		l.keys.Add(-1)
 	}
 	l.total.Add(-1)
-	if ln := l.link.Load(); ln != nil {
+	if ln := l.link.Load(); ln != nil && toStore {
 		ln.s.release(ln.mw, k, epoch)
 	}
 	if fwd {

@@ -119,7 +119,7 @@ func (h *handler) serveRemote(c *tcp.Conn, k netip.Addr, r Remote) {
 				return
 			}
 			h.l.Import(k, 1)
-			c.DeferClient(h.l)
+			c.DeferClient((*localOnly)(h.l)) // counted by the remote, not in a shared store
 			h.next.ServeTCP(c)
 		}, func() {
 			if ok {
@@ -134,6 +134,15 @@ func (h *handler) serveRemote(c *tcp.Conn, k netip.Addr, r Remote) {
 func (l *Limiter) Finish(c *tcp.Conn) { l.Release(l.Key(c.Client.Addr())) }
 
 var _ tcp.Finisher = (*Limiter)(nil)
+
+// localOnly is the Finisher of a connection counted here but not in the
+// limiter's shared store (one the remote admitted during a handover).
+type localOnly Limiter
+
+func (l *localOnly) Finish(c *tcp.Conn) {
+	lim := (*Limiter)(l)
+	lim.ReleaseLocal(lim.Key(c.Client.Addr()))
+}
 
 // Rejection logging: operators alert on "max number of connections reached for
 // <ip>", so the line keeps Traefik's words, but a flood must not become a log
