@@ -36,6 +36,7 @@ func BenchmarkSharedStore(b *testing.B) {
 				be := startBackend(b, "")
 				s := newTestServer(b, "tcp")
 				mw := limitMW(1000)
+				var store *inflightconn.Store
 				if shared {
 					st, err := inflightconn.NewRedisStore("shared", &config.RedisStore{Endpoints: []string{rd.Addr},
 						LeaseExpiry: config.Duration(10 * time.Second), Timeout: config.Duration(time.Second)}, nil, nopLog)
@@ -43,12 +44,25 @@ func BenchmarkSharedStore(b *testing.B) {
 						b.Fatal(err)
 					}
 					b.Cleanup(st.Close)
+					store = st
 					itest.Eventually(b, 5*time.Second, st.Reachable, "redis store not reachable")
 					s.State().Limiters.SetStores(map[string]*inflightconn.Store{"shared": st})
 					mw.InFlightConn.Store = "shared"
 				}
 				apply(s, "file", singleRouter(be.addr(), map[string]*config.TCPMiddleware{"l": mw}, "l"))
+				var rt0 uint64
+				var tot0 time.Duration
+				if store != nil {
+					rt0, tot0, _ = store.RoundTrips()
+				}
 				benchSharedConns(b, s.addr("tcp"), par)
+				if store != nil {
+					rt, tot, _ := store.RoundTrips()
+					if n := rt - rt0; n > 0 {
+						b.ReportMetric(float64((tot-tot0).Microseconds())/float64(n), "µs/roundtrip")
+						b.ReportMetric(float64(b.N)/float64(n), "conns/roundtrip")
+					}
+				}
 			})
 		}
 	}
