@@ -291,6 +291,25 @@ func TestReplicasStoreOutage(t *testing.T) {
 				if got := rs.spread(t, a, 4, 0); len(got) != 0 {
 					t.Fatalf("failureMode closed admitted %d with Redis stopped", len(got))
 				}
+				metrics := metricsOf(t, rs.procs[0])
+				for _, want := range []string{
+					`tollgate_inflightconn_store_up{failure_mode="closed",middleware="limit@file",store="shared"} 0`,
+					`tollgate_middleware_connections_total{middleware="limit@file",reason="store_unreachable",result="rejected"}`,
+				} {
+					if !strings.Contains(metrics, want) {
+						t.Errorf("metrics lack %s:\n%s", want, grepLines(metrics, "store"))
+					}
+				}
+				var st struct {
+					Store struct {
+						FailureMode string `json:"failureMode"`
+						Unreachable uint64 `json:"rejectedUnreachableTotal"`
+					} `json:"store"`
+				}
+				rs.procs[0].GetJSON(t, "/api/tcp/middlewares/limit@file", &st)
+				if st.Store.FailureMode != "closed" || st.Store.Unreachable == 0 {
+					t.Errorf("API store state %+v: want failureMode closed and the rejections counted", st.Store)
+				}
 			case "open":
 				// Each replica alone: amount 4 minus the one it holds.
 				itest.Eventually(t, 3*replicaExpiry, func() bool { return !storeReachable(t, rs.procs[0]) }, "replica 1 does not report the store unreachable")

@@ -81,6 +81,7 @@ func (r *Registry) Sweep(keep map[string]bool) {
 	for name, l := range r.m {
 		if !keep[name] && l.total.Load() == 0 {
 			delete(r.m, name)
+			l.setStore(nil, "", "") // its lease in a shared store ends with it
 		}
 	}
 }
