@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -275,4 +276,75 @@ func FuzzCheckEndpoint(f *testing.F) {
 			t.Fatalf("accepted %q with port %q", e, port)
 		}
 	})
+}
+
+// The scripts are legal in Redis Cluster (every key of a middleware in one
+// slot, through its hash tag: a cross-slot script is refused even on one
+// node) and the store finds the master through Sentinel. One redis-server
+// plays a one-node cluster, another a master watched by a Sentinel.
+func TestSharedClusterAndSentinel(t *testing.T) {
+	t.Run("cluster", func(t *testing.T) {
+		dir := t.TempDir()
+		srv := itest.StartRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir)
+		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, DisableIdentity: true})
+		defer c.Close()
+		if err := c.ClusterAddSlotsRange(context.Background(), 0, 16383).Err(); err != nil {
+			t.Fatal(err)
+		}
+		itest.Eventually(t, 10*time.Second, func() bool {
+			info, _ := c.ClusterInfo(context.Background()).Result()
+			return strings.Contains(info, "cluster_state:ok")
+		}, "the one-node cluster did not become ok")
+		// Two endpoints (the same node twice) make a Cluster client.
+		cfg := &config.RedisStore{Endpoints: []string{srv.Addr, srv.Addr}, LeaseExpiry: config.Duration(900 * time.Millisecond), Timeout: config.Duration(200 * time.Millisecond)}
+		checkTwoReplicas(t, cfg)
+	})
+	t.Run("sentinel", func(t *testing.T) {
+		master := itest.StartRedis(t)
+		bin, _ := itest.RedisBinary()
+		port := itest.FreePort(t)
+		conf := itest.WriteFile(t, "sentinel.conf", "sentinel monitor mymaster 127.0.0.1 "+strconv.Itoa(master.Port)+" 1\n")
+		p, err := itest.StartProc(bin, conf, "--sentinel", "--port", strconv.Itoa(port), "--bind", "127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Stop)
+		sc := goredis.NewSentinelClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), DisableIdentity: true})
+		defer sc.Close()
+		if err := itest.Ready(p, 15*time.Second, func() error {
+			_, err := sc.GetMasterAddrByName(context.Background(), "mymaster").Result()
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		cfg := &config.RedisStore{Endpoints: []string{"127.0.0.1:" + strconv.Itoa(port)}, MasterName: "mymaster",
+			LeaseExpiry: config.Duration(900 * time.Millisecond), Timeout: config.Duration(200 * time.Millisecond)}
+		checkTwoReplicas(t, cfg)
+	})
+}
+
+// checkTwoReplicas: two replicas on cfg share amount 2 for one key.
+func checkTwoReplicas(t *testing.T, cfg *config.RedisStore) {
+	t.Helper()
+	var rs []*replica
+	for range 2 {
+		s, err := NewRedisStore("shared", cfg, nil, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		reg := &Registry{}
+		reg.SetStores(map[string]*Store{"shared": s})
+		_, l, _, err := New(testMW, &config.TCPInFlightConn{Amount: 2, Store: "shared"}, reg, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		itest.Eventually(t, 5*time.Second, s.Reachable, "the store did not become reachable")
+		rs = append(rs, &replica{s: s, l: l})
+	}
+	if got := rs[0].admitN(t, ipA, 1) + rs[1].admitN(t, ipA, 3); got != 2 {
+		t.Fatalf("two replicas admitted %d for one key, amount 2", got)
+	}
+	rs[0].l.Release(ipA)
+	itest.Eventually(t, 3*time.Second, func() bool { return rs[1].admit(t, ipA) == outAdmitted }, "the release on one replica did not free a slot for the other")
 }
