@@ -60,6 +60,8 @@ const (
 	queueSize = 4096
 	// maxBatch bounds the commands sent in one pipelined round trip.
 	maxBatch = 256
+	// retryEvery is how often an unreachable store is tried again.
+	retryEvery = 250 * time.Millisecond
 )
 
 // Lua scripts. Times are milliseconds of the server's own clock, so that the
@@ -379,6 +381,9 @@ func (s *Store) pipeline(ctx context.Context) {
 	defer close(s.done)
 	tick := time.NewTicker(s.refreshEvery())
 	defer tick.Stop()
+	// While down, the store is tried more often than the leases need.
+	retry := time.NewTicker(min(s.refreshEvery(), retryEvery))
+	defer retry.Stop()
 	s.refresh(ctx, true)
 	batch := make([]*admitReq, 0, maxBatch)
 	ticks := 0
@@ -406,6 +411,10 @@ func (s *Store) pipeline(ctx context.Context) {
 		case <-tick.C:
 			ticks++
 			s.refresh(ctx, ticks%3 == 0)
+		case <-retry.C:
+			if !s.up.Load() {
+				s.reassert(ctx)
+			}
 		}
 	}
 }
