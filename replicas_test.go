@@ -396,3 +396,104 @@ func grepLines(s, word string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// A hung Redis (SIGSTOP: connected, silent) never holds up the event
+// loops: a route without the store keeps serving, the store's route applies
+// its failure mode (closed) once a round trip times out, and Redis back
+// (SIGCONT), admissions go through the store again.
+func TestStoreHungNeverBlocksLoops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("tollgate process and redis-server: skipped with -short")
+	}
+	rd := itest.StartRedis(t)
+	t.Cleanup(func() { _ = syscall.Kill(rd.PID(), syscall.SIGCONT) }) // before the Stop registered first
+	be := startPPBackend(t)
+	echo := itest.EchoServer(t, "")
+	dyn := filepath.Join(t.TempDir(), "dynamic.yml")
+	writeDynamic(t, dyn, fmt.Sprintf(`tcp:
+  routers:
+    limited:
+      entryPoints: [limited]
+      rule: "HostSNI(`+"`*`"+`)"
+      service: s
+      middlewares: [limit]
+    plain:
+      entryPoints: [plain]
+      rule: "HostSNI(`+"`*`"+`)"
+      service: e
+  middlewares:
+    limit:
+      inFlightConn:
+        amount: 5
+        store: shared
+  services:
+    s:
+      loadBalancer:
+        proxyProtocol:
+          version: 1
+        servers:
+          - address: %q
+    e:
+      loadBalancer:
+        servers:
+          - address: %q
+`, be.addr, echo))
+	limited, plain := itest.FreeAddr(t), itest.FreeAddr(t)
+	p := itest.StartTollgate(t, "--providers.file.filename="+dyn, "--entryPoints.limited.address="+limited, "--entryPoints.plain.address="+plain,
+		"--stores.shared.redis.endpoints="+rd.Addr, "--stores.shared.redis.leaseExpiry=1500ms", "--stores.shared.redis.timeout=200ms")
+	itest.Eventually(t, 10*time.Second, func() bool { return storeReachable(t, p) }, "store not reachable")
+	rs := &replicaSet{eps: []string{limited}}
+	if got := rs.spread(t, "127.0.0.5", 2, 0); len(got) != 2 {
+		t.Fatalf("%d of 2 admitted with the store up", len(got))
+	} else {
+		defer itest.CloseAll(got)
+	}
+
+	if err := syscall.Kill(rd.PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// Connections waiting for the hung store, and the plain route beside them.
+	type res struct{ banner string }
+	waiting := make(chan res, 3)
+	for range 3 {
+		go func() { // not DialBanner: no t.Fatal off the test's goroutine
+			d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}}
+			c, err := d.Dial("tcp", limited)
+			if err != nil {
+				waiting <- res{}
+				return
+			}
+			defer c.Close()
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			waiting <- res{strings.TrimSpace(line)}
+		}()
+	}
+	for i := range 20 {
+		c, err := net.DialTimeout("tcp", plain, 2*time.Second)
+		if err != nil {
+			t.Fatalf("plain route, connection %d, Redis hung: %v", i+1, err)
+		}
+		if !itest.Echoes(c) {
+			c.Close()
+			t.Fatalf("plain route, connection %d: no echo while Redis hangs (an event loop waits for the store)", i+1)
+		}
+		c.Close()
+	}
+	for range 3 {
+		if r := <-waiting; r.banner != "" {
+			t.Fatalf("a connection was admitted with Redis hung and failureMode closed (banner %q)", r.banner)
+		}
+	}
+	itest.Eventually(t, 5*time.Second, func() bool { return !storeReachable(t, p) }, "a hung store still counts as reachable")
+
+	if err := syscall.Kill(rd.PID(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	itest.Eventually(t, 5*time.Second, func() bool { return storeReachable(t, p) }, "the store did not come back after SIGCONT")
+	got := rs.spread(t, "127.0.0.5", 5, 0)
+	defer itest.CloseAll(got)
+	if len(got) != 3 {
+		t.Fatalf("after Redis resumed, %d of 5 admitted holding 2 of 5: want 3", len(got))
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
 func TestMain(m *testing.M) { os.Exit(itest.Main(m)) }
@@ -347,4 +348,29 @@ func checkTwoReplicas(t *testing.T, cfg *config.RedisStore) {
 	}
 	rs[0].l.Release(ipA)
 	itest.Eventually(t, 3*time.Second, func() bool { return rs[1].admit(t, ipA) == outAdmitted }, "the release on one replica did not free a slot for the other")
+}
+
+// The round trips waiting for a store are bounded: past the queue's size a
+// connection is refused at once, metered, and never reaches the next handler.
+func TestSharedQueueBounded(t *testing.T) {
+	s := OfflineStore("shared")
+	s.queue = make(chan *admitReq, queueSize) // a pipeline that never drains it
+	s.up.Store(true)
+	reg := &Registry{}
+	reg.SetStores(map[string]*Store{"shared": s})
+	mw, l, _, err := New(testMW, &config.TCPInFlightConn{Amount: 1, Store: "shared"}, reg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served int
+	h := mw(tcp.HandlerFunc(func(c *tcp.Conn) { served++ }))
+	for i := 0; i < queueSize+10; i++ {
+		h.ServeTCP(&tcp.Conn{Client: netip.AddrPortFrom(ipA, uint16(i))})
+	}
+	if _, _, full := l.StoreCounts(); full != 10 || served != 0 || len(s.queue) != queueSize {
+		t.Fatalf("queue %d of %d, %d refused as full, %d served: want the queue full, 10 refused, none served", len(s.queue), queueSize, full, served)
+	}
+	if st := l.Stats(); st.Rejected != 10 || st.InFlight != 0 {
+		t.Fatalf("stats %+v: the refused are rejections, nothing is counted in flight", st)
+	}
 }
