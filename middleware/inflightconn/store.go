@@ -112,7 +112,8 @@ return n
 
 // refreshScript: KEYS[1] the replicas' deadlines; ARGV me, the lease expiry.
 // Pushes me's deadline forward and forgets replicas dead for ten expiries.
-// Returns 1 when me was still live (its shares counted without a gap), else 0.
+// Returns 0 when me's lease had run out (the others may have deleted its
+// shares), else 1 (live, or new: a middleware that just joined).
 const refreshScript = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -126,10 +127,10 @@ for i = 1, #all, 2 do
   end
 end
 redis.call('PEXPIRE', KEYS[1], 20 * exp)
-if old and tonumber(old) > now then
-  return 1
+if old and tonumber(old) <= now then
+  return 0
 end
-return 0
+return 1
 `
 
 var (

@@ -374,3 +374,32 @@ func TestSharedQueueBounded(t *testing.T) {
 		t.Fatalf("stats %+v: the refused are rejections, nothing is counted in flight", st)
 	}
 }
+
+// A replica whose lease ran out while it still served (a stall, a
+// partition) has its shares deleted by the others; at its next refresh it
+// sees the lapse and asserts them again, under a new epoch.
+func TestSharedLapsedLeaseReasserted(t *testing.T) {
+	srv := itest.StartRedis(t)
+	rdb := goredis.NewClient(&goredis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer rdb.Close()
+	const expiry = 900 * time.Millisecond
+	a := newReplica(t, srv.Addr, expiry, 3, "")
+	b := newReplica(t, srv.Addr, expiry, 3, "")
+	if got := a.admitN(t, ipA, 2); got != 2 {
+		t.Fatalf("a admitted %d of 2", got)
+	}
+	old := a.s.epoch.Load()
+	// The lapse, as the others see it: a's deadline in the past.
+	if err := rdb.HSet(context.Background(), replicasOf(testMW), a.s.field(old), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.admitN(t, ipA, 1); got != 1 {
+		t.Fatal("b was refused although a's lease had run out")
+	}
+	itest.Eventually(t, 3*expiry, func() bool { return a.s.epoch.Load() > old && a.s.Reachable() }, "a did not notice its lease had run out")
+	f := a.s.field(a.s.epoch.Load())
+	itest.Eventually(t, time.Second, func() bool { return shares(t, rdb, ipA)[f] == "2" }, "a's shares after the lapse: %v", shares(t, rdb, ipA))
+	if o := b.admit(t, ipA); o != outRejected {
+		t.Fatalf("b admitted (%d) with a's 2 and its 1 of 3 counted again", o)
+	}
+}
