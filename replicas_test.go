@@ -93,7 +93,7 @@ const replicaExpiry = 1500 * time.Millisecond
 // startReplicas starts n tollgates on one dynamic configuration: a router
 // through inFlightConn "limit" (amount, store "shared" on redisAddr, the
 // failure mode given) to the backend, with PROXY protocol v1 to it.
-func startReplicas(t *testing.T, n int, redisAddr, backend string, amount int, mode string) *replicaSet {
+func startReplicas(t *testing.T, n int, redisAddr, backend string, amount int, mode string, extra ...string) *replicaSet {
 	t.Helper()
 	dyn := filepath.Join(t.TempDir(), "dynamic.yml")
 	fm := ""
@@ -122,9 +122,9 @@ func startReplicas(t *testing.T, n int, redisAddr, backend string, amount int, m
 	rs := &replicaSet{}
 	for range n {
 		ep := itest.FreeAddr(t)
-		p := itest.StartTollgate(t, "--providers.file.filename="+dyn, "--entryPoints.tcp.address="+ep,
-			"--stores.shared.redis.endpoints="+redisAddr, "--stores.shared.redis.leaseExpiry="+replicaExpiry.String(),
-			"--stores.shared.redis.timeout=200ms", "--metrics.prometheus")
+		p := itest.StartTollgate(t, append([]string{"--providers.file.filename=" + dyn, "--entryPoints.tcp.address=" + ep,
+			"--stores.shared.redis.endpoints=" + redisAddr, "--stores.shared.redis.leaseExpiry=" + replicaExpiry.String(),
+			"--stores.shared.redis.timeout=200ms", "--metrics.prometheus"}, extra...)...)
 		itest.Eventually(t, 10*time.Second, func() bool { return storeReachable(t, p) },
 			"replica %d: limit@file not enabled with a reachable store:\n%s", len(rs.procs)+1, p.Out.String())
 		rs.procs = append(rs.procs, p)
@@ -495,5 +495,56 @@ func TestStoreHungNeverBlocksLoops(t *testing.T) {
 	defer itest.CloseAll(got)
 	if len(got) != 3 {
 		t.Fatalf("after Redis resumed, %d of 5 admitted holding 2 of 5: want 3", len(got))
+	}
+}
+
+// An upgrade in place of one replica keeps the cluster's budget exact: the
+// old process keeps its shares in the store while it drains (releasing them
+// as its connections end), the new one admits through the store.
+func TestReplicaUpgradeWithSharedStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("tollgate processes and redis-server: skipped with -short")
+	}
+	rd := itest.StartRedis(t)
+	be := startPPBackend(t)
+	rs := startReplicas(t, 2, rd.Addr, be.addr, 5, "", "--entryPoints.tcp.transport.lifeCycle.graceTimeOut=15s")
+	const a = "127.0.0.6"
+	one := &replicaSet{eps: rs.eps[:1]}
+	two := &replicaSet{eps: rs.eps[1:]}
+	old := one.spread(t, a, 3, 0)
+	other := two.spread(t, a, 2, 0)
+	if len(old) != 3 || len(other) != 2 {
+		t.Fatalf("held %d through replica 1 and %d through replica 2, want 3 and 2", len(old), len(other))
+	}
+	defer itest.CloseAll(other)
+	if err := rs.procs[0].Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	itest.Eventually(t, 35*time.Second, func() bool {
+		v := processView(t, rs.procs[0].API)
+		if v.Generation == 2 {
+			itest.StopAtCleanup(t, v.PID)
+			return storeReachable(t, rs.procs[0])
+		}
+		return false
+	}, "no new process serving replica 1 with a reachable store after SIGUSR2")
+	if n := len(one.spread(t, a, 2, 0)) + len(two.spread(t, a, 2, 0)); n != 0 {
+		t.Fatalf("%d admitted with 5 of 5 held (3 in the draining old process): the old process's shares must still count", n)
+	}
+	for i, c := range old {
+		_ = c.Close()
+		var got []net.Conn
+		itest.Eventually(t, 5*time.Second, func() bool {
+			got = append(got, two.spread(t, a, 1, 0)...)
+			return len(got) >= 1
+		}, "close %d of an old connection did not free a slot cluster-wide", i+1)
+		got = append(got, one.spread(t, a, 1, 0)...)
+		if len(got) != 1 {
+			t.Fatalf("after close %d of an old connection, %d admitted across the replicas, want exactly 1", i+1, len(got))
+		}
+		defer itest.CloseAll(got)
+	}
+	if _, peak := be.counts(a); peak > 5 {
+		t.Fatalf("the backend saw %d connections of %s at once, over the amount 5", peak, a)
 	}
 }

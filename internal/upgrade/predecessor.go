@@ -285,7 +285,7 @@ func (p *Predecessor) acquire(m acquire, done func(bool)) {
 		})
 		return
 	}
-	ok := l.Acquire(m.key)
+	ok := l.AcquireLocal(m.key) // the old process counts it in a shared store, if any
 	if ok {
 		counted()
 	}

@@ -22,6 +22,10 @@ const shardCount = 64
 type shard struct {
 	mu sync.Mutex
 	m  map[netip.Addr]int64
+	// loc counts, of m, the connections counted here alone and not in a
+	// shared store: a predecessor's, imported at an upgrade (handover.go).
+	// Usually nil.
+	loc map[netip.Addr]int64
 	// epoch is the shared store's epoch this shard's counts are asserted
 	// in (store.go): its releases go to that epoch's share.
 	epoch uint64
@@ -120,9 +124,9 @@ func (l *Limiter) Acquire(k netip.Addr) bool {
 // released too.
 func (l *Limiter) Release(k netip.Addr) { l.release(k, true) }
 
-// ReleaseLocal ends a connection counted here but not in the shared store:
-// one of a predecessor's, imported at an upgrade (its store count is the
-// predecessor's own, which releases it there).
+// ReleaseLocal ends a connection counted by Import or AcquireLocal: here,
+// but not in the shared store (a predecessor's, at an upgrade: its store
+// count is the predecessor's own, which releases it there).
 func (l *Limiter) ReleaseLocal(k netip.Addr) { l.release(k, false) }
 
 func (l *Limiter) release(k netip.Addr, toStore bool) {
@@ -137,6 +141,19 @@ func (l *Limiter) release(k netip.Addr, toStore bool) {
 		delete(s.m, k)
 	} else {
 		s.m[k] = n - 1
+	}
+	if c, ok := s.loc[k]; ok {
+		switch {
+		case !toStore:
+			c--
+		case c > n-1: // never more counted here alone than counted
+			c = n - 1
+		}
+		if c <= 0 {
+			delete(s.loc, k)
+		} else {
+			s.loc[k] = c
+		}
 	}
 	fwd, epoch := s.forward, s.epoch
 	s.mu.Unlock()

@@ -55,7 +55,7 @@ func (l *Limiter) StoreCounts() (fallbacks, unreachable, queueFull uint64) {
 // admitShared counts a connection the store admitted (over: the cluster
 // total is over the amount, in dry run).
 func (l *Limiter) admitShared(k netip.Addr, over bool) {
-	l.Import(k, 1)
+	l.add(k, 1, false)
 	l.admits.Add(1)
 	if over {
 		l.rejects.Add(1)
@@ -107,15 +107,18 @@ func (l *Limiter) eachKey(f func(k netip.Addr, n int64)) {
 	}
 }
 
-// eachShardEpoch calls f for every key counted and moves each shard to
-// epoch, under the shard's lock: a release after the copy of its shard goes
-// to the new epoch's share, one before it is not in the copy.
+// eachShardEpoch calls f for every key counted in the store (the counts
+// less those counted here alone) and moves each shard to epoch, under the
+// shard's lock: a release after the copy of its shard goes to the new
+// epoch's share, one before it is not in the copy.
 func (l *Limiter) eachShardEpoch(epoch uint64, f func(k netip.Addr, n int64)) {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
 		for k, n := range s.m {
-			f(k, n)
+			if n -= s.loc[k]; n > 0 {
+				f(k, n)
+			}
 		}
 		s.epoch = epoch
 		s.mu.Unlock()

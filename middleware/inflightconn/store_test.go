@@ -403,3 +403,31 @@ func TestSharedLapsedLeaseReasserted(t *testing.T) {
 		t.Fatalf("b admitted (%d) with a's 2 and its 1 of 3 counted again", o)
 	}
 }
+
+// Connections imported at an upgrade are the predecessor's in the store:
+// re-asserting this replica's shares leaves them out, and their releases
+// do not touch the store.
+func TestSharedReassertLeavesImportsOut(t *testing.T) {
+	srv := itest.StartRedis(t)
+	rdb := goredis.NewClient(&goredis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer rdb.Close()
+	const expiry = 900 * time.Millisecond
+	a := newReplica(t, srv.Addr, expiry, 5, "")
+	a.l.Import(ipA, 2)
+	if got := a.admitN(t, ipA, 1); got != 1 {
+		t.Fatal("refused with 2 imported (not in the store) and amount 5")
+	}
+	srv.Stop()
+	itest.Eventually(t, 3*expiry, func() bool { return !a.s.Reachable() }, "the stopped store still counts as reachable")
+	srv.Start()
+	itest.Eventually(t, 3*expiry, a.s.Reachable, "not reachable again")
+	f := a.s.field(a.s.epoch.Load())
+	itest.Eventually(t, time.Second, func() bool { return shares(t, rdb, ipA)[f] == "1" }, "re-asserted share %v, want 1 (the 2 imported are the predecessor's)", shares(t, rdb, ipA))
+	a.l.ReleaseLocal(ipA)
+	a.l.ReleaseLocal(ipA)
+	if a.l.Count(ipA) != 1 {
+		t.Fatalf("local count %d after releasing the imports, want 1", a.l.Count(ipA))
+	}
+	a.l.Release(ipA)
+	itest.Eventually(t, 2*time.Second, func() bool { return len(shares(t, rdb, ipA)) == 0 }, "share after the last release: %v", shares(t, rdb, ipA))
+}
