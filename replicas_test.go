@@ -300,6 +300,9 @@ func TestReplicasStoreOutage(t *testing.T) {
 						t.Errorf("metrics lack %s:\n%s", want, grepLines(metrics, "store"))
 					}
 				}
+				itest.Eventually(t, 2*time.Second, func() bool {
+					return strings.Contains(rs.procs[0].Out.String(), "shared store shared unreachable (failureMode closed)")
+				}, "no rejection log line naming the unreachable store:\n%s", rs.procs[0].Out.String())
 				var st struct {
 					Store struct {
 						FailureMode string `json:"failureMode"`

@@ -156,6 +156,12 @@ type rejectLog struct{ rl ratelog.Limiter }
 // reject logs a rejection unless it is one of a flood; it reports whether
 // it did.
 func (r *rejectLog) reject(log *zerolog.Logger, k netip.Addr, dryRun bool) bool {
+	return r.rejectFor(log, k, dryRun, "max number of connections reached for "+k.String())
+}
+
+// rejectFor is reject with the reason given (the limit, or a shared store
+// that could not be asked).
+func (r *rejectLog) rejectFor(log *zerolog.Logger, k netip.Addr, dryRun bool, why string) bool {
 	ok, suppressed := r.rl.Allow(ratelog.Addr(k))
 	if !ok {
 		return false
@@ -169,6 +175,6 @@ func (r *rejectLog) reject(log *zerolog.Logger, k netip.Addr, dryRun bool) bool 
 	if suppressed > 0 {
 		ev = ev.Uint64("suppressed", suppressed)
 	}
-	ev.Str("error", "max number of connections reached for "+k.String()).Msg(msg)
+	ev.Str("error", why).Msg(msg)
 	return true
 }

@@ -155,7 +155,7 @@ func (h *handler) ask(c *tcp.Conn, k netip.Addr, ln *storeLink) {
 	if !ln.s.enqueue(r) {
 		h.l.queueFull.Add(1)
 		h.l.rejects.Add(1)
-		c.Refuse(tcp.Gently(h.l.logs.reject(&h.log, k, false)))
+		c.Refuse(tcp.Gently(h.l.logs.rejectFor(&h.log, k, false, "shared store "+ln.s.name+": too many connections waiting for it")))
 	}
 }
 
@@ -166,7 +166,7 @@ func (h *handler) unreachable(c *tcp.Conn, k netip.Addr, ln *storeLink) {
 	if ln.mode != FailOpen {
 		h.l.unreachable.Add(1)
 		h.l.rejects.Add(1)
-		c.Refuse(tcp.Gently(h.l.logs.reject(&h.log, k, false)))
+		c.Refuse(tcp.Gently(h.l.logs.rejectFor(&h.log, k, false, "shared store "+ln.s.name+" unreachable (failureMode closed)")))
 		return
 	}
 	ok, retry := h.l.acquireFallback(k, ln.s.settled.Load())
