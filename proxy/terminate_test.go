@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/provider"
 )
 
 // testCA issues certificates for the tests: a CA whose pool a client trusts.
@@ -474,12 +475,16 @@ func TestTLSInFlightConnBeforeHandshake(t *testing.T) {
 	_, dbCert, dbKey := ca.issue(t, leafOpts{}, "db.example")
 	a := startBackend(t, "A")
 	s := newServerWith(t, nil, "tls")
-	mustEnabled(t, s.Apply(&config.TCPConfiguration{
-		Routers:     map[string]*config.TCPRouter{"db@file": terminating("HostSNI(`db.example`)", "a@file", "", "limit@file")},
-		Services:    map[string]*config.TCPService{"a@file": lbConfig(a.addr())},
-		Middlewares: map[string]*config.TCPMiddleware{"limit@file": limitMW(10)},
-		TLS:         &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(dbCert, dbKey)}},
-	}))
+	// Through the watcher's Merge, as the file provider's output: bare
+	// names, the tls section at the top level.
+	mustEnabled(t, s.Apply(provider.Merge(map[string]*config.Dynamic{"file": {
+		TCP: &config.TCPConfiguration{
+			Routers:     map[string]*config.TCPRouter{"db": terminating("HostSNI(`db.example`)", "a", "", "limit")},
+			Services:    map[string]*config.TCPService{"a": lbConfig(a.addr())},
+			Middlewares: map[string]*config.TCPMiddleware{"limit": limitMW(10)},
+		},
+		TLS: &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(dbCert, dbKey)}},
+	}})))
 	type outcome struct {
 		served  bool
 		tlsByte bool // a TLS record came back to a refused client
