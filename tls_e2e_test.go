@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/internal/upgrade"
 )
 
 // Acceptance (issue 16), end to end: the tollgate binary, a file provider
@@ -25,17 +27,7 @@ import (
 func TestTLSTerminationInFlightConnEndToEnd(t *testing.T) {
 	kp, pool := itest.SelfSigned(t, "db.example")
 	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "db.crt"), filepath.Join(dir, "db.key")
-	kb, err := x509.MarshalPKCS8PrivateKey(kp.PrivateKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kp.Certificate[0]}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile := writeCert(t, dir, kp)
 	backend := itest.EchoServer(t, "")
 	dyn := filepath.Join(dir, "dyn.yml")
 	if err := os.WriteFile(dyn, []byte(fmt.Sprintf(`tcp:
@@ -127,6 +119,118 @@ tls:
 	if v := metricValue(t, p, `tollgate_middleware_connections_total{middleware="ten@file",reason="inflightconn_limit",result="rejected"}`); v != 5 {
 		t.Errorf("inFlightConn rejections = %v, want 5", v)
 	}
+}
+
+// writeCert writes kp's certificate and key as PEM files in dir.
+func writeCert(t *testing.T, dir string, kp tls.Certificate) (certFile, keyFile string) {
+	t.Helper()
+	certFile, keyFile = filepath.Join(dir, "db.crt"), filepath.Join(dir, "db.key")
+	kb, err := x509.MarshalPKCS8PrivateKey(kp.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kp.Certificate[0]}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+// tlsEcho dials ep from src, completes a handshake and checks an echo; nil
+// when the connection is refused or does not echo.
+func tlsEcho(t *testing.T, src, ep string, pool *x509.CertPool) *tls.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
+	raw, err := d.Dial("tcp", ep)
+	if err != nil {
+		return nil
+	}
+	c := tls.Client(raw, &tls.Config{ServerName: "db.example", RootCAs: pool})
+	if !tlsEchoes(c) {
+		_ = raw.Close()
+		return nil
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func tlsEchoes(c *tls.Conn) bool {
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write([]byte("e")); err != nil {
+		return false
+	}
+	_, err := io.ReadFull(c, make([]byte, 1))
+	return err == nil
+}
+
+// Upgrading in place with terminated connections open: they go on in the
+// old process, count in the new one's limit, release there when they close,
+// and the old process exits once they have (nothing hangs).
+func TestUpgradeKeepsTerminatedConnections(t *testing.T) {
+	kp, pool := itest.SelfSigned(t, "db.example")
+	certFile, keyFile := writeCert(t, t.TempDir(), kp)
+	be := itest.EchoServer(t, "")
+	dyn := itest.WriteFile(t, "dyn.yml", fmt.Sprintf(`tcp:
+  routers:
+    r:
+      rule: "HostSNI(`+"`db.example`"+`)"
+      service: s
+      middlewares: [lim]
+      tls: {}
+  middlewares:
+    lim:
+      inFlightConn:
+        amount: 2
+  services:
+    s:
+      loadBalancer:
+        servers:
+          - address: %q
+tls:
+  certificates:
+    - certFile: %q
+      keyFile: %q
+`, be, certFile, keyFile))
+	ep := itest.FreeAddr(t)
+	g := itest.StartTollgate(t, "--entryPoints.db.address="+ep, "--entryPoints.db.transport.lifeCycle.graceTimeOut=30s", "--providers.file.filename="+dyn)
+	const ip = "127.0.0.2"
+	var old []*tls.Conn
+	itest.Eventually(t, 5*time.Second, func() bool {
+		if c := tlsEcho(t, ip, ep, pool); c != nil {
+			old = append(old, c)
+		}
+		return len(old) == 2
+	}, "two terminated connections through the old process")
+	if err := g.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	var v upgrade.View
+	itest.Eventually(t, 35*time.Second, func() bool {
+		v = processView(t, g.API)
+		return v.Generation == 2
+	}, "no new process serving after SIGUSR2")
+	itest.StopAtCleanup(t, v.PID)
+	if c := tlsEcho(t, ip, ep, pool); c != nil {
+		t.Fatal("the new process admitted a third connection for a client holding 2 through the old one")
+	}
+	if c := tlsEcho(t, "127.0.0.3", ep, pool); c == nil {
+		t.Fatal("the new process does not terminate for another client")
+	}
+	for i, c := range old {
+		if !tlsEchoes(c) {
+			t.Fatalf("terminated connection %d stopped echoing after the upgrade", i)
+		}
+	}
+	_ = old[0].Close()
+	itest.Eventually(t, 5*time.Second, func() bool { return clientCount(t, g.API, ip) == 1 }, "the close was not released in the new process")
+	if c := tlsEcho(t, ip, ep, pool); c == nil {
+		t.Fatal("after a close in the old process the new one did not admit its client again")
+	}
+	_ = old[1].Close()
+	itest.Eventually(t, 10*time.Second, func() bool { return !itest.Running(g.PID()) }, "the old process did not exit once its terminated connections closed")
 }
 
 // readRecorder counts the bytes read from the peer.
