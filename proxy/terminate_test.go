@@ -808,3 +808,36 @@ func TestTLSInlinePEM(t *testing.T) {
 		t.Errorf("reached %q", got)
 	}
 }
+
+// A transport's durations reach the load balancer: set, Traefik's defaults
+// when unset, and the 10 s dial timeout of a service that names none.
+func TestServersTransportDurations(t *testing.T) {
+	st := NewState(nopLog)
+	defer st.Close()
+	svc := func(tr string) *config.TCPService {
+		return &config.TCPService{LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: "127.0.0.1:1"}}, ServersTransport: tr}}
+	}
+	tables, rt := Compile(&config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"set@file":   {EntryPoints: []string{"set"}, Rule: "HostSNI(`*`)", Service: "set@file"},
+			"unset@file": {EntryPoints: []string{"unset"}, Rule: "HostSNI(`*`)", Service: "unset@file"},
+			"none@file":  {EntryPoints: []string{"none"}, Rule: "HostSNI(`*`)", Service: "none@file"},
+		},
+		Services: map[string]*config.TCPService{"set@file": svc("fast@file"), "unset@file": svc("plain@file"), "none@file": svc("")},
+		ServersTransports: map[string]*config.TCPServersTransport{
+			"fast@file":  {DialTimeout: config.Duration(time.Second), DialKeepAlive: config.Duration(-1), TerminationDelay: config.Duration(-1)},
+			"plain@file": {},
+		},
+	}, []string{"set", "unset", "none"}, st, nopLog)
+	mustEnabled(t, rt)
+	for ep, want := range map[string][3]time.Duration{
+		"set":   {time.Second, -1, -1},
+		"unset": {TransportDialTimeout, TransportKeepAlive, 100 * time.Millisecond},
+		"none":  {DialTimeout, 0, 100 * time.Millisecond},
+	} {
+		lb := tables[ep].routes[0].handler.(*loadBalancer)
+		if got := [3]time.Duration{lb.dialTimeout, lb.keepAlive, lb.delay}; got != want {
+			t.Errorf("%s: dialTimeout, keepAlive, delay = %v, want %v", ep, got, want)
+		}
+	}
+}
