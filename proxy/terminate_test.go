@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io"
@@ -20,6 +21,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/provider"
@@ -840,4 +843,46 @@ func TestServersTransportDurations(t *testing.T) {
 			t.Errorf("%s: dialTimeout, keepAlive, delay = %v, want %v", ep, got, want)
 		}
 	}
+}
+
+// A terminated connection is observed as one on a loop: one access-log line
+// with its plaintext bytes, and the router's counters.
+func TestTLSAccessLogAndCounters(t *testing.T) {
+	ca := newTestCA(t)
+	_, dbCert, dbKey := ca.issue(t, leafOpts{}, "db.example")
+	be := startBackend(t, "")
+	s := newServerWith(t, nil, "tls")
+	var buf syncBuffer
+	al := zerolog.New(&buf)
+	s.State().SetConnObservers(ConnObservers{AccessLog: &al, Metrics: true})
+	mustEnabled(t, s.Apply(&config.TCPConfiguration{
+		Routers:  map[string]*config.TCPRouter{"db@file": terminating("HostSNI(`db.example`)", "a@file", "")},
+		Services: map[string]*config.TCPService{"a@file": lbConfig(be.addr())},
+		TLS:      &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(dbCert, dbKey)}},
+	}))
+	c, err := tlsDial(t, s.addr("tls"), &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	waitFor(t, "the access log line", func() bool { return !buf.empty() })
+	var m map[string]any
+	if err := json.Unmarshal([]byte(buf.lines()[0]), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["router"] != "db@file" || m["service"] != "a@file" || m["server"] != be.addr() || m["bytes_in"] != 10.0 || m["bytes_out"] != 10.0 || m["entrypoint"] != "tls" {
+		t.Errorf("access log line %v", m)
+	}
+	waitFor(t, "router counters", func() bool {
+		n, _, _ := s.State().RouterCounters("db@file").Duration.Snapshot()
+		return n == 1 && s.State().RouterCounters("db@file").BytesIn.Load() == 10
+	})
+	waitFor(t, "the router's open gauge back to 0", func() bool { return s.State().RouterOpen("db@file").Load() == 0 })
 }
