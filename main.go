@@ -164,6 +164,14 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 	}
 	defer closeStores(stores) // after the drain: the last releases reach the store
 	srv.State().Limiters.SetStores(stores)
+	var resolvers []string
+	for name, r := range st.CertificatesResolvers {
+		resolvers = append(resolvers, name)
+		if r != nil && (r.ACME != nil || r.Tailscale != nil) {
+			log.Warn().Str("resolver", name).Msg("certificatesResolvers." + name + ": ACME (and Tailscale) is not supported: routers naming this resolver are served from the TLS store's certificates")
+		}
+	}
+	srv.State().SetCertResolvers(resolvers)
 
 	settle := &settled{}
 	watcher := &provider.Watcher{

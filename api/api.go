@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/upgrade"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/proxy"
@@ -57,7 +58,21 @@ func Handler(src Sources) http.Handler {
 	mux.HandleFunc("GET /api/tcp/routers/{name}", src.detail(kindRouters))
 	mux.HandleFunc("GET /api/tcp/services/{name}", src.detail(kindServices))
 	mux.HandleFunc("GET /api/tcp/middlewares/{name}", src.detail(kindMiddlewares))
+	// Traefik spells it serverstransports; the key is serversTransports.
+	for _, p := range []string{"/api/tcp/serverstransports", "/api/tcp/serversTransports"} {
+		mux.HandleFunc("GET "+p, src.list(kindServersTransports))
+		mux.HandleFunc("GET "+p+"/{name}", src.detail(kindServersTransports))
+	}
 	mux.HandleFunc("GET /api/tcp/middlewares/{name}/clients", src.clients)
+	mux.HandleFunc("GET /api/tls/certificates", func(w http.ResponseWriter, _ *http.Request) {
+		// The default TLS store's certificates as the last Compile loaded
+		// them: names, issuer, expiry, which routers they serve; never a key.
+		certs := src.Server.Runtime().Certificates
+		if certs == nil {
+			certs = []proxy.CertificateInfo{}
+		}
+		writeJSON(w, http.StatusOK, certs)
+	})
 	mux.HandleFunc("GET /api/overview", src.overview)
 	mux.HandleFunc("GET /api/entrypoints", src.entryPoints)
 	mux.HandleFunc("GET /api/entrypoints/{name}", src.entryPoint)
@@ -89,7 +104,11 @@ type rawData struct {
 	Routers     map[string]*proxy.RouterInfo     `json:"tcpRouters"`
 	Services    map[string]*proxy.ServiceInfo    `json:"tcpServices"`
 	Middlewares map[string]*proxy.MiddlewareInfo `json:"tcpMiddlewares"`
-	Providers   []provider.Status                `json:"providers"`
+	// ServersTransports and TLS are the applied configuration's, private
+	// keys redacted (config.RedactTLS).
+	ServersTransports map[string]*config.TCPServersTransport `json:"tcpServersTransports,omitempty"`
+	TLS               *config.TLSConfiguration               `json:"tls,omitempty"`
+	Providers         []provider.Status                      `json:"providers"`
 }
 
 // withLive returns copies of the middleware infos with live limiter state.
@@ -137,11 +156,17 @@ func (s Sources) withHealth(rt *proxy.Runtime) map[string]*proxy.ServiceInfo {
 
 func (s Sources) rawdata(w http.ResponseWriter, _ *http.Request) {
 	rt := s.Server.Runtime()
+	applied := s.Watcher.Applied()
+	if applied == nil {
+		applied = &config.TCPConfiguration{}
+	}
 	writeJSON(w, http.StatusOK, rawData{
-		Routers:     rt.Routers,
-		Services:    s.withHealth(rt),
-		Middlewares: s.withLive(rt, s.TopLimit),
-		Providers:   s.Watcher.Statuses(),
+		Routers:           rt.Routers,
+		Services:          s.withHealth(rt),
+		Middlewares:       s.withLive(rt, s.TopLimit),
+		ServersTransports: config.RedactTransports(applied.ServersTransports),
+		TLS:               config.RedactTLS(applied.TLS),
+		Providers:         s.Watcher.Statuses(),
 	})
 }
 
@@ -151,6 +176,7 @@ const (
 	kindRouters kind = iota
 	kindServices
 	kindMiddlewares
+	kindServersTransports
 )
 
 // named adds Traefik's list fields to a resource.
@@ -212,6 +238,22 @@ func (s Sources) items(k kind) map[string]item {
 				fields: map[string]string{"provider": nm.Provider, "type": typ},
 			}
 		}
+	case kindServersTransports:
+		applied := s.Watcher.Applied()
+		if applied == nil {
+			break
+		}
+		for n, v := range config.RedactTransports(applied.ServersTransports) {
+			nm := nameOf(n)
+			out[n] = item{
+				value: struct {
+					*config.TCPServersTransport
+					named
+				}{v, nm},
+				name: n, status: proxy.StatusEnabled,
+				fields: map[string]string{"provider": nm.Provider},
+			}
+		}
 	case kindMiddlewares:
 		for n, v := range s.withLive(rt, s.TopLimit) {
 			nm := nameOf(n)
@@ -235,9 +277,10 @@ func nameOf(q string) named {
 
 // sortFields lists the sortBy values each list accepts (besides name and status).
 var sortFields = map[kind][]string{
-	kindRouters:     {"provider", "rule", "service", "priority", "entryPoints", "middlewares"},
-	kindServices:    {"provider", "type", "servers"},
-	kindMiddlewares: {"provider", "type"},
+	kindRouters:           {"provider", "rule", "service", "priority", "entryPoints", "middlewares"},
+	kindServices:          {"provider", "type", "servers"},
+	kindMiddlewares:       {"provider", "type"},
+	kindServersTransports: {"provider"},
 }
 
 // Pagination defaults, as in Traefik's API.

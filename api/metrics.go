@@ -65,6 +65,9 @@ var (
 	descAmount     = prometheus.NewDesc("tollgate_inflightconn_limit", "The per-client amount of an inFlightConn limiter.", []string{"middleware"}, nil)
 	descBytesIn    = prometheus.NewDesc("tollgate_router_bytes_in_total", "Bytes from clients to backends, per router, counted when a connection closes.", []string{"router"}, nil)
 	descBytesOut   = prometheus.NewDesc("tollgate_router_bytes_out_total", "Bytes from backends to clients, per router, counted when a connection closes.", []string{"router"}, nil)
+	descTLSOK      = prometheus.NewDesc("tollgate_tls_handshakes_total", "TLS handshakes completed, per terminating router.", []string{"router"}, nil)
+	descTLSFail    = prometheus.NewDesc("tollgate_tls_handshake_failures_total", "TLS handshakes that failed, per terminating router and reason (no_certificate, protocol_version, no_shared_cipher, bad_client_certificate, timeout, eof, other).", []string{"router", "reason"}, nil)
+	descTLSBackend = prometheus.NewDesc("tollgate_service_tls_errors_total", "TLS handshakes with servers that failed (certificate not verified, among others), per service.", []string{"service"}, nil)
 	descDuration   = prometheus.NewDesc("tollgate_router_connection_duration_seconds", "Duration of closed proxied connections, per router.", []string{"router"}, nil)
 )
 
@@ -78,7 +81,7 @@ type collector struct {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descEPUnrouted, descEPAcceptEr, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descFallbacks, descSrvOpen, descSrvMax, descQueued, descQueueRej, descReloads, descLastReload, descProvider, descProvUpd, descProvErr,
-		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descRLClients, descStoreUp, descStoreFall, descStoreRT, descStoreFail, descBytesIn, descBytesOut, descDuration} {
+		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descRLClients, descStoreUp, descStoreFall, descStoreRT, descStoreFail, descBytesIn, descBytesOut, descDuration, descTLSOK, descTLSFail, descTLSBackend} {
 		ch <- d
 	}
 }
@@ -155,6 +158,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		},
 		func(name string, s *proxy.ServiceCounters) {
 			ch <- prometheus.MustNewConstMetric(descDialErrors, prometheus.CounterValue, float64(s.DialErrors.Load()), name)
+			ch <- prometheus.MustNewConstMetric(descTLSBackend, prometheus.CounterValue, float64(s.TLSErrors.Load()), name)
 			ch <- prometheus.MustNewConstMetric(descFallbacks, prometheus.CounterValue, float64(s.SpliceFallbacks.Load()), name)
 		},
 		func(name string, open int64) {
@@ -169,6 +173,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(cs.Queued), name)
 		ch <- prometheus.MustNewConstMetric(descQueueRej, prometheus.CounterValue, float64(cs.RejectedFull), name, "full")
 		ch <- prometheus.MustNewConstMetric(descQueueRej, prometheus.CounterValue, float64(cs.TimedOut), name, "timeout")
+	})
+	st.EachTLSCounters(func(name string, tc *proxy.TLSCounters) {
+		ch <- prometheus.MustNewConstMetric(descTLSOK, prometheus.CounterValue, float64(tc.Handshakes.Load()), name)
+		for i, reason := range proxy.HandshakeReasons {
+			ch <- prometheus.MustNewConstMetric(descTLSFail, prometheus.CounterValue, float64(tc.Failures[i].Load()), name, reason)
+		}
 	})
 	st.EachRouterCounters(func(name string, rc *proxy.RouterCounters) {
 		ch <- prometheus.MustNewConstMetric(descBytesIn, prometheus.CounterValue, float64(rc.BytesIn.Load()), name)

@@ -26,14 +26,14 @@ AB=${AB:-0}
 if [[ $AB == 1 ]]; then
     PEERS=${PEERS:-tollgate-base tollgate}
 else
-    PEERS=${PEERS:-direct haproxy nginx tollgate haproxy-rate tollgate-rate}
+    PEERS=${PEERS:-direct haproxy nginx tollgate haproxy-rate tollgate-rate haproxy-tls nginx-tls tollgate-tls}
 fi
-SCENARIOS=${SCENARIOS:-conn-rate rr pgbench redis limit-exact flood reconnect throughput idle-memory ip-spray syscalls}
+SCENARIOS=${SCENARIOS:-conn-rate rr pgbench redis limit-exact flood reconnect throughput idle-memory ip-spray syscalls tls-handshake}
 if [[ $QUICK == 1 ]]; then REPS=${REPS:-1}; else REPS=${REPS:-3}; fi
 LIMIT=${LIMIT:-10}             # per-IP concurrent connection limit, the same for every peer
 RATE=${RATE:-20}               # the *-rate peers: per-IP connections per second in the long run
 BURST=${BURST:-10}             # the *-rate peers: per-IP burst (tollgate's rateLimit; HAProxy has none)
-RATIOS=${RATIOS:-tollgate/haproxy tollgate/nginx tollgate/tollgate-base tollgate-rate/haproxy-rate tollgate-redis/tollgate}
+RATIOS=${RATIOS:-tollgate/haproxy tollgate/nginx tollgate/tollgate-base tollgate-rate/haproxy-rate tollgate-redis/tollgate tollgate-tls/haproxy-tls tollgate-tls/nginx-tls}
 ECHO_PORT=${ECHO_PORT:-29000}  # the echo backend
 PG_PORT=${PG_PORT:-29001}      # PostgreSQL for pgbench
 REDIS_PORT=${REDIS_PORT:-29002}
@@ -46,7 +46,8 @@ DRAIN_MAX_WAIT=${DRAIN_MAX_WAIT:-180}  # TIME_WAIT entries live 120 s
 # --- scenarios ---------------------------------------------------------------
 # One line each: name, backend (echo|pg|redis), flags (pid: needs a proxy
 # process, so direct is skipped; once: first repetition only; rate: runs on
-# the rate-limiting peers, *-rate, too, which run no other scenario), loadgen
+# the rate-limiting peers, *-rate, too, which run no other scenario; tls:
+# runs on the TLS-terminating peers, *-tls, only, which run no other), loadgen
 # arguments for a full run, and for QUICK=1. The arguments are the same for
 # every peer. The name is the loadgen subcommand.
 declare -A BACKEND_OF FLAGS_OF ARGS_OF
@@ -66,6 +67,7 @@ scenario throughput  echo    -         "-streams 8 -bytes 268435456"            
 scenario idle-memory echo    pid,once  "-conns 4000 -ips 500 -settle 2s"                   "-conns 4000 -ips 500 -settle 1s"
 scenario ip-spray    echo    pid,once  "-ips-per-round 50000 -rounds 3 -pause 12s"         "-ips-per-round 5000 -rounds 2 -pause 12s -settle 1s"
 scenario syscalls    echo    pid,once  "-conns 2000 -rejects 2000 -round-trips 4000"       "-conns 500 -rejects 500 -round-trips 1000"
+scenario tls-handshake echo  pid,tls   "-workers 16 -ips 64 -duration 10s"                 "-workers 16 -ips 64 -duration 3s"
 
 mkdir -p "$OUT" "$BIN"
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/run.log" >&2; }
@@ -125,7 +127,7 @@ LOADGEN=$BIN/loadgen
 declare -A BUILT_FROM
 # tollgate binaries: TOLLGATE_BIN, else a build of this checkout;
 # TOLLGATE_BASE_BIN, else (with TOLLGATE_BASE_REF) a build of that ref.
-if [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* || " $PEERS " == *" tollgate-redis "* ]] && [[ -z ${TOLLGATE_BIN:-} ]]; then
+if [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* || " $PEERS " == *" tollgate-redis "* || " $PEERS " == *" tollgate-tls "* ]] && [[ -z ${TOLLGATE_BIN:-} ]]; then
     log "TOLLGATE_BIN not set: building this checkout ($REPO) into $BIN/tollgate"
     (cd "$REPO" && CGO_ENABLED=0 go build -o "$BIN/tollgate" .) || die "building tollgate from $REPO failed"
     TOLLGATE_BIN=$BIN/tollgate
@@ -176,6 +178,8 @@ need_missing() { # scenario -> reason it cannot run, or nothing
             command -v redis-benchmark >/dev/null || echo "redis-benchmark not found: apt-get install redis-tools" ;;
         syscalls)
             command -v strace >/dev/null || echo "strace not found: apt-get install strace" ;;
+        tls-handshake)
+            command -v openssl >/dev/null || echo "openssl not found (it makes the run's certificate): apt-get install openssl" ;;
     esac
 }
 ok_sc=()
@@ -274,6 +278,17 @@ if [[ " $SCENARIOS " == *" redis "* ]] && ! start_redis; then
     stop_pid "$REDIS_PID"; REDIS_PID=
     SCENARIOS=$(echo " $SCENARIOS " | sed 's/ redis / /')
 fi
+# The TLS peers' certificate: one ECDSA P-256 key pair for the run, the
+# same file for every peer (HAProxy takes certificate and key in one file).
+TLS_DIR=$OUT/tls
+if [[ " $SCENARIOS " == *" tls-handshake "* ]]; then
+    mkdir -p "$TLS_DIR"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+        -subj /CN=bench.example -addext subjectAltName=DNS:bench.example \
+        -keyout "$TLS_DIR/key.pem" -out "$TLS_DIR/cert.pem" >"$OUT/openssl.log" 2>&1 ||
+        die "openssl could not make the TLS certificate: $(tail -2 "$OUT/openssl.log")"
+    cat "$TLS_DIR/cert.pem" "$TLS_DIR/key.pem" >"$TLS_DIR/certkey.pem"
+fi
 backend_addr() {
     case ${BACKEND_OF[$1]} in
         echo) echo "127.0.0.1:$ECHO_PORT" ;;
@@ -302,7 +317,7 @@ bin_info() { # path peer -> sha256 prefix and where it came from
         echo "$s = $(sysctl -n $s 2>/dev/null | tr '\t' ' ')"
     done
     for p in $PEERS; do echo "peer $p: ${VERSION_OF[$p]}"; done
-    [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* ]] && echo "tollgate binary: $TOLLGATE_BIN, $(bin_info "$TOLLGATE_BIN" tollgate)"
+    [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* || " $PEERS " == *" tollgate-tls "* ]] && echo "tollgate binary: $TOLLGATE_BIN, $(bin_info "$TOLLGATE_BIN" tollgate)"
     [[ " $PEERS " == *" tollgate-base "* ]] && echo "tollgate-base binary: $TOLLGATE_BASE_BIN, $(bin_info "$TOLLGATE_BASE_BIN" tollgate-base)"
     [[ " $SCENARIOS " == *" pgbench "* ]] && echo "pgbench: $("$PG_BIN_DIR/pgbench" --version), server $("$PG_BIN_DIR/postgres" --version)"
     [[ " $SCENARIOS " == *" redis "* ]] && echo "redis: $(redis-server --version | cut -d' ' -f1-3)"
@@ -313,8 +328,8 @@ sed 's/^/  /' "$OUT/env.txt" >&2
 
 # --- peers --------------------------------------------------------------------------
 # render TEMPLATE OUTPUT: substitute ${LISTEN} ${BACKEND} ${LIMIT} ${RATE}
-# ${BURST} ${WORKDIR} only, so every other $ in a proxy's configuration
-# passes through.
+# ${BURST} ${WORKDIR} ${CERT} ${KEY} ${CERTKEY} only, so every other $ in a
+# proxy's configuration passes through.
 render() {
     local s
     s=$(<"$1")
@@ -324,6 +339,9 @@ render() {
     s=${s//'${RATE}'/"$RATE"}
     s=${s//'${BURST}'/"$BURST"}
     s=${s//'${WORKDIR}'/"$WORKDIR"}
+    s=${s//'${CERT}'/"$TLS_DIR/cert.pem"}
+    s=${s//'${KEY}'/"$TLS_DIR/key.pem"}
+    s=${s//'${CERTKEY}'/"$TLS_DIR/certkey.pem"}
     printf '%s\n' "$s" >"$2"
 }
 # start_peer NAME PORT BACKEND WAITMODE WORKDIR: render, start, wait until a
@@ -361,7 +379,14 @@ for rep in $(seq "$REPS"); do
         backend=$(backend_addr "$sc")
         mode=echo
         [[ ${BACKEND_OF[$sc]} == echo ]] || mode=hold
+        [[ ${FLAGS_OF[$sc]} == *tls* ]] && mode=tls
         for peer in "${order[@]}"; do
+            # The *-tls peers terminate TLS: they run the tls scenarios only,
+            # and the tls scenarios run on them only.
+            tls_peer=0 tls_sc=0
+            [[ $peer == *-tls ]] && tls_peer=1
+            [[ ${FLAGS_OF[$sc]} == *tls* ]] && tls_sc=1
+            ((tls_peer == tls_sc)) || continue
             # The *-rate peers limit the connection rate: only the rate
             # scenarios mean anything through them.
             rate=0 burst=0

@@ -268,12 +268,46 @@ func isCompose(doc *yaml.Node) bool {
 // provider's, with the file provider's own Merger: a name defined
 // differently twice keeps the first definition, with a problem naming both
 // files.
-func (c *checker) mergeFile(tcp *config.TCPConfiguration, o origin) {
+func (c *checker) mergeFile(d *config.Dynamic, o origin) {
 	c.fileOrigins[o.file] = o
-	for _, conflict := range c.fileMerger.Add(o.file, tcp) {
+	for _, conflict := range c.fileMerger.Add(o.file, d.TCP) {
 		p := Problem{File: o.file, Resource: provider.Qualify(conflict.Resource.Name, pfile.Name), Severity: SeverityError, Message: conflict.String()}
 		c.locate(&p, o, conflict.Resource.Kind+"s", conflict.Resource.Name, "")
 		c.add(p)
+	}
+	for _, conflict := range c.fileMerger.AddTLS(o.file, d.TLS) {
+		name, section := conflict.Resource.Name, "options"
+		if conflict.Resource.Kind == provider.KindTLSStore {
+			section = "stores"
+		}
+		if name != provider.DefaultTLSName {
+			name = provider.Qualify(name, pfile.Name)
+		}
+		p := Problem{File: o.file, Resource: name, Severity: SeverityError, Message: conflict.String()}
+		c.locatePath(&p, o, []string{"tls", section, conflict.Resource.Name}, "tls."+section+"."+conflict.Resource.Name)
+		c.add(p)
+	}
+}
+
+// locatePath places p on the key path of a dynamic file (segments of
+// digits are list indexes); key is how the problem names it.
+func (c *checker) locatePath(p *Problem, o origin, path []string, key string) {
+	p.Key = key
+	if o.doc != nil {
+		if _, line := findPath(docRoot(o.doc), path); line > 0 {
+			p.Line = line
+		}
+	}
+	if o.toml != nil {
+		var noIndex []string
+		for _, s := range path {
+			if strings.Trim(s, "0123456789") != "" {
+				noIndex = append(noIndex, s)
+			}
+		}
+		if k, ok := o.toml.Find(noIndex, 1); ok {
+			p.Line = k.Line
+		}
 	}
 }
 
@@ -281,8 +315,8 @@ func (c *checker) mergeFile(tcp *config.TCPConfiguration, o origin) {
 // turns their problems into located ones.
 func (c *checker) build() map[string]*config.Dynamic {
 	configs := map[string]*config.Dynamic{}
-	if c.fileMerger.TCP != nil {
-		configs[pfile.Name] = &config.Dynamic{TCP: c.fileMerger.TCP}
+	if c.fileMerger.TCP != nil || c.fileMerger.TLS != nil {
+		configs[pfile.Name] = c.fileMerger.Dynamic()
 	}
 	if len(c.containers) > 0 {
 		res := docker.Build(c.containers, docker.Options{ExposedByDefault: c.opts.ExposedByDefault})
@@ -363,7 +397,10 @@ func (c *checker) compile() *Report {
 	st.Limiters.SetStores(namedStores(merged))
 	_, rt := proxy.Compile(merged, eps, st, zerolog.Nop())
 
-	rep := &Report{TCP: merged, Status: Statuses{
+	// The report shows the configuration without its private keys.
+	shown := *merged
+	shown.TLS, shown.ServersTransports = config.RedactTLS(merged.TLS), config.RedactTransports(merged.ServersTransports)
+	rep := &Report{TCP: &shown, Status: Statuses{
 		Routers: map[string]string{}, Services: map[string]string{}, Middlewares: map[string]string{},
 	}}
 	for _, name := range slices.Sorted(maps.Keys(rt.Routers)) {

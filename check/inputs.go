@@ -32,14 +32,22 @@ func (c *checker) dynamic(path, ext, content string, doc *yaml.Node) {
 		c.add(p)
 		return
 	}
-	if d.TCP == nil {
+	if d.TCP == nil && d.TLS == nil {
 		return
 	}
 	o := origin{file: path, fileIdx: c.files, isFile: true, doc: doc}
 	if doc == nil {
 		o.toml = decodeerr.IndexTOML(content)
 	}
-	c.mergeFile(d.TCP, o)
+	// The TLS files it names, read as the file provider reads them: one it
+	// cannot read is a problem on the key that names it.
+	d, _, unread := pfile.ReadTLSFiles(d)
+	for _, e := range unread {
+		p := Problem{File: path, Severity: SeverityError, DisablesRouter: true, Message: e.Message()}
+		c.locatePath(&p, o, e.Key, e.KeyString())
+		c.add(p)
+	}
+	c.mergeFile(d, o)
 }
 
 // labelFile reads a file of `key=value` labels (one per line, blank lines
@@ -325,6 +333,16 @@ func findPath(n *yaml.Node, path []string) ([]string, int) {
 	var written []string
 	line := 0
 	for _, key := range path {
+		if n != nil && n.Kind == yaml.SequenceNode { // a list index
+			i, err := strconv.Atoi(key)
+			if err != nil || i < 0 || i >= len(n.Content) {
+				break
+			}
+			written = append(written, key)
+			n = n.Content[i]
+			line = n.Line
+			continue
+		}
 		if n == nil || n.Kind != yaml.MappingNode {
 			break
 		}

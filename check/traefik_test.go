@@ -69,8 +69,51 @@ var traefikWithPort = traefikCase{
 	},
 }
 
+// The TCP services and routers of Traefik v3's own label test
+// (pkg/config/label/label_test.go, TestDecodeConfiguration): a servers
+// transport named beside the deprecated terminationDelay and proxyProtocol,
+// and tls.options on the routers. Issue 16's acceptance: they decode and
+// apply.
+var traefikServersTransport = traefikCase{
+	desc: "v3 label test: serversTransport, deprecated terminationDelay and proxyProtocol, tls.options",
+	labels: []map[string]string{{
+		"traefik.tcp.routers.Router0.rule":                                 "HostSNI(`foo.bar`)",
+		"traefik.tcp.routers.Router0.service":                              "Service0",
+		"traefik.tcp.routers.Router0.tls.passthrough":                      "false",
+		"traefik.tcp.routers.Router0.tls.options":                          "foo",
+		"traefik.tcp.routers.Router1.rule":                                 "HostSNI(`foo.bar`)",
+		"traefik.tcp.routers.Router1.service":                              "Service1",
+		"traefik.tcp.routers.Router1.tls.options":                          "foo",
+		"traefik.tcp.services.Service0.loadbalancer.server.Port":           "42",
+		"traefik.tcp.services.Service0.loadbalancer.TerminationDelay":      "42",
+		"traefik.tcp.services.Service0.loadbalancer.proxyProtocol.version": "1",
+		"traefik.tcp.services.Service0.loadbalancer.serversTransport":      "foo",
+		"traefik.tcp.services.Service1.loadbalancer.server.Port":           "42",
+		"traefik.tcp.services.Service1.loadbalancer.server.tls":            "true",
+		"traefik.tcp.services.Service1.loadbalancer.TerminationDelay":      "42",
+		"traefik.tcp.services.Service1.loadbalancer.proxyProtocol":         "true",
+		"traefik.tcp.services.Service1.loadbalancer.serversTransport":      "foo@file",
+	}},
+	want: func() *config.TCPConfiguration {
+		delay := 42
+		return &config.TCPConfiguration{
+			Routers: map[string]*config.TCPRouter{
+				"Router0": {Service: "Service0", Rule: "HostSNI(`foo.bar`)", TLS: &config.RouterTCPTLSConfig{Options: "foo"}},
+				"Router1": {Service: "Service1", Rule: "HostSNI(`foo.bar`)", TLS: &config.RouterTCPTLSConfig{Options: "foo"}},
+			},
+			Services: map[string]*config.TCPService{
+				"Service0": {LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: "127.0.0.1:42"}},
+					TerminationDelay: &delay, ProxyProtocol: &config.ProxyProtocol{Version: 1}, ServersTransport: "foo"}},
+				"Service1": {LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: "127.0.0.1:42", TLS: true}},
+					TerminationDelay: &delay, ProxyProtocol: &config.ProxyProtocol{Version: 2}, ServersTransport: "foo@file"}},
+			},
+		}
+	}(),
+}
+
 var dockerTraefikCases = []traefikCase{
 	traefikMiddlewaresInTCPRouter,
+	traefikServersTransport,
 	{
 		desc:   "tcp with label",
 		labels: []map[string]string{{"traefik.tcp.routers.foo.rule": "HostSNI(`foo.bar`)", "traefik.tcp.routers.foo.tls": "true"}},
@@ -90,6 +133,7 @@ var dockerTraefikCases = []traefikCase{
 
 var consulTraefikCases = []traefikCase{
 	traefikMiddlewaresInTCPRouter,
+	traefikServersTransport,
 	traefikWithoutRule,
 	traefikWithPort,
 	{

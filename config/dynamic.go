@@ -28,7 +28,8 @@ type TCPConfiguration struct {
 	Services    map[string]*TCPService    `json:"services,omitempty" toml:"services,omitempty" yaml:"services,omitempty" export:"true"`
 	Middlewares map[string]*TCPMiddleware `json:"middlewares,omitempty" toml:"middlewares,omitempty" yaml:"middlewares,omitempty" export:"true"`
 	// ServersTransports are how services dial their servers, by name.
-	ServersTransports map[string]*TCPServersTransport `json:"serversTransports,omitempty" toml:"serversTransports,omitempty" yaml:"serversTransports,omitempty" export:"true"`
+	// Not in labels or tags (Traefik v3: files, KV stores, CRDs).
+	ServersTransports map[string]*TCPServersTransport `json:"serversTransports,omitempty" toml:"serversTransports,omitempty" yaml:"serversTransports,omitempty" label:"-" export:"true"`
 	// TLS is every provider's Dynamic.TLS merged, set by the watcher's
 	// Merge only: a provider writes TLS at the top level, as in Traefik.
 	TLS *TLSConfiguration `json:"tls,omitempty" toml:"-" yaml:"-" label:"-" file:"-"`

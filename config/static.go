@@ -21,6 +21,54 @@ type Static struct {
 	Log         *Log                   `description:"Log configuration." json:"log,omitempty" toml:"log,omitempty" yaml:"log,omitempty" export:"true"`
 	AccessLog   *AccessLog             `description:"Access log: one JSON line per closed connection." json:"accessLog,omitempty" toml:"accessLog,omitempty" yaml:"accessLog,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	Stores      map[string]*Store      `description:"Shared stores that inFlightConn middlewares name (store: <name>) to keep one budget across replicas." json:"stores,omitempty" toml:"stores,omitempty" yaml:"stores,omitempty" export:"true"`
+	// CertificatesResolvers are Traefik's certificate resolvers, by name. A
+	// router's tls.certResolver must name one; ACME itself is not supported
+	// (README, "TLS termination"): the acme block is accepted and ignored,
+	// with a warning at start.
+	CertificatesResolvers map[string]*CertificateResolver `description:"Certificates resolvers (accepted for Traefik compatibility; ACME is not supported)." json:"certificatesResolvers,omitempty" toml:"certificatesResolvers,omitempty" yaml:"certificatesResolvers,omitempty" export:"true"`
+}
+
+// CertificateResolver is one of Traefik's certificate resolvers; tollgate
+// reads none of it but its name.
+type CertificateResolver struct {
+	ACME      *ACMEResolver `description:"ACME (not supported: ignored)." json:"acme,omitempty" toml:"acme,omitempty" yaml:"acme,omitempty" export:"true"`
+	Tailscale *struct{}     `description:"Tailscale (not supported: ignored)." json:"tailscale,omitempty" toml:"tailscale,omitempty" yaml:"tailscale,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+}
+
+// ACMEResolver is Traefik's acme block, so that a Traefik static
+// configuration decodes; nothing of it is used.
+type ACMEResolver struct {
+	Email                       string         `description:"Email address used for registration." json:"email,omitempty" toml:"email,omitempty" yaml:"email,omitempty"`
+	CAServer                    string         `description:"CA server to use." json:"caServer,omitempty" toml:"caServer,omitempty" yaml:"caServer,omitempty"`
+	PreferredChain              string         `description:"Preferred chain to use." json:"preferredChain,omitempty" toml:"preferredChain,omitempty" yaml:"preferredChain,omitempty"`
+	Storage                     string         `description:"Storage to use." json:"storage,omitempty" toml:"storage,omitempty" yaml:"storage,omitempty"`
+	KeyType                     string         `description:"KeyType used for generating certificate private key." json:"keyType,omitempty" toml:"keyType,omitempty" yaml:"keyType,omitempty"`
+	EAB                         *ACMEEAB       `description:"External Account Binding to use." json:"eab,omitempty" toml:"eab,omitempty" yaml:"eab,omitempty"`
+	CertificatesDuration        int            `description:"Certificates' duration in hours." json:"certificatesDuration,omitempty" toml:"certificatesDuration,omitempty" yaml:"certificatesDuration,omitempty"`
+	ClientTimeout               Duration       `description:"Timeout for a complete HTTP transaction with the ACME server." json:"clientTimeout,omitempty" toml:"clientTimeout,omitempty" yaml:"clientTimeout,omitempty"`
+	ClientResponseHeaderTimeout Duration       `description:"Timeout for receiving the response headers from the ACME server." json:"clientResponseHeaderTimeout,omitempty" toml:"clientResponseHeaderTimeout,omitempty" yaml:"clientResponseHeaderTimeout,omitempty"`
+	CACertificates              []string       `description:"CA certificates used for the ACME server." json:"caCertificates,omitempty" toml:"caCertificates,omitempty" yaml:"caCertificates,omitempty"`
+	CASystemCertPool            bool           `description:"Use the system certificate pool too." json:"caSystemCertPool,omitempty" toml:"caSystemCertPool,omitempty" yaml:"caSystemCertPool,omitempty"`
+	CAServerName                string         `description:"CA server name." json:"caServerName,omitempty" toml:"caServerName,omitempty" yaml:"caServerName,omitempty"`
+	DNSChallenge                *ACMEChallenge `description:"DNS-01 challenge." json:"dnsChallenge,omitempty" toml:"dnsChallenge,omitempty" yaml:"dnsChallenge,omitempty" label:"allowEmpty" file:"allowEmpty"`
+	HTTPChallenge               *ACMEChallenge `description:"HTTP-01 challenge." json:"httpChallenge,omitempty" toml:"httpChallenge,omitempty" yaml:"httpChallenge,omitempty" label:"allowEmpty" file:"allowEmpty"`
+	TLSChallenge                *ACMEChallenge `description:"TLS-ALPN-01 challenge." json:"tlsChallenge,omitempty" toml:"tlsChallenge,omitempty" yaml:"tlsChallenge,omitempty" label:"allowEmpty" file:"allowEmpty"`
+}
+
+// ACMEEAB is an ACME External Account Binding.
+type ACMEEAB struct {
+	Kid         string `description:"Key identifier from External CA." json:"kid,omitempty" toml:"kid,omitempty" yaml:"kid,omitempty"`
+	HmacEncoded string `description:"Base64 encoded HMAC key from External CA." json:"hmacEncoded,omitempty" toml:"hmacEncoded,omitempty" yaml:"hmacEncoded,omitempty" loggable:"false"`
+}
+
+// ACMEChallenge holds the fields of Traefik's three challenges.
+type ACMEChallenge struct {
+	EntryPoint              string   `description:"HTTP challenge entry point." json:"entryPoint,omitempty" toml:"entryPoint,omitempty" yaml:"entryPoint,omitempty"`
+	Provider                string   `description:"DNS provider." json:"provider,omitempty" toml:"provider,omitempty" yaml:"provider,omitempty"`
+	DelayBeforeCheck        Duration `description:"Delay before the DNS check." json:"delayBeforeCheck,omitempty" toml:"delayBeforeCheck,omitempty" yaml:"delayBeforeCheck,omitempty"`
+	Resolvers               []string `description:"DNS resolvers." json:"resolvers,omitempty" toml:"resolvers,omitempty" yaml:"resolvers,omitempty"`
+	DisablePropagationCheck bool     `description:"Disable the DNS propagation check." json:"disablePropagationCheck,omitempty" toml:"disablePropagationCheck,omitempty" yaml:"disablePropagationCheck,omitempty"`
+	Delay                   Duration `description:"Delay of the HTTP challenge." json:"delay,omitempty" toml:"delay,omitempty" yaml:"delay,omitempty"`
 }
 
 // Command is what the command line decodes into: Static plus the location of

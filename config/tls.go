@@ -16,8 +16,9 @@ type TLSConfiguration struct {
 	// `tls.certificates`; never labels, as in Traefik).
 	Certificates []*CertAndStores `json:"certificates,omitempty" toml:"certificates,omitempty" yaml:"certificates,omitempty" label:"-" export:"true"`
 	// Options are named handshake settings a router picks with
-	// `tls.options`; `default` applies to routers that name none.
-	Options map[string]TLSOptions `json:"options,omitempty" toml:"options,omitempty" yaml:"options,omitempty" export:"true"`
+	// `tls.options`; `default` applies to routers that name none. Not in
+	// labels or tags, as in Traefik v3.
+	Options map[string]TLSOptions `json:"options,omitempty" toml:"options,omitempty" yaml:"options,omitempty" label:"-" export:"true"`
 	// Stores hold the default certificate served when no certificate's
 	// names match the SNI; only `default` is used, as in Traefik.
 	Stores map[string]TLSStore `json:"stores,omitempty" toml:"stores,omitempty" yaml:"stores,omitempty" export:"true"`
@@ -70,7 +71,9 @@ type ClientAuth struct {
 
 // TLSStore is a certificate store; only its default certificate is used.
 type TLSStore struct {
-	DefaultCertificate   *Certificate   `json:"defaultCertificate,omitempty" toml:"defaultCertificate,omitempty" yaml:"defaultCertificate,omitempty" export:"true"`
+	// DefaultCertificate is read from files and KV stores only: a label
+	// never names a key pair on the proxy's disk.
+	DefaultCertificate   *Certificate   `json:"defaultCertificate,omitempty" toml:"defaultCertificate,omitempty" yaml:"defaultCertificate,omitempty" label:"-" export:"true"`
 	DefaultGeneratedCert *GeneratedCert `json:"defaultGeneratedCert,omitempty" toml:"defaultGeneratedCert,omitempty" yaml:"defaultGeneratedCert,omitempty" export:"true"`
 }
 

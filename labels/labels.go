@@ -50,8 +50,15 @@ import (
 // prefix was.
 const Root = parser.DefaultRootName
 
-// tcpPrefix selects the dynamic-configuration labels.
-const tcpPrefix = Root + ".tcp."
+// tcpPrefix and tlsPrefix select the dynamic-configuration labels. Of the
+// tls section, labels declare stores only (`traefik.tls.stores.<name>.
+// defaultgeneratedcert...`, as in Traefik v3): certificates, a store's
+// default certificate and TLS options are not read from labels, and a
+// label for them is an unknown key.
+const (
+	tcpPrefix = Root + ".tcp."
+	tlsPrefix = Root + ".tls."
+)
 
 // Error is a label that could not be decoded. Key and Value are the label as
 // written on the container or tag (Key is empty only when no single label
@@ -75,12 +82,12 @@ func (e *Error) Unwrap() error { return e.Err }
 // (provider.KeyError).
 func (e *Error) KeyValue() (key, value string, cause error) { return e.Key, e.Value, e.Err }
 
-// Decode decodes the `traefik.tcp.` labels in m into a configuration with bare
-// resource names. Labels outside that prefix are ignored; when there are none,
-// the result has a nil TCP section. m is not modified. The error is an *Error
+// Decode decodes the `traefik.tcp.` and `traefik.tls.` labels in m into a
+// configuration with bare resource names. Labels outside those prefixes are
+// ignored; when there are none, the result has nil TCP and TLS sections. m is not modified. The error is an *Error
 // naming the offending label.
 func Decode(m map[string]string) (*config.Dynamic, error) {
-	sel, orig, err := selectLabels(m, func(k string) bool { return hasPrefixFold(k, tcpPrefix) })
+	sel, orig, err := selectLabels(m, func(k string) bool { return hasPrefixFold(k, tcpPrefix) || hasPrefixFold(k, tlsPrefix) })
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +95,9 @@ func Decode(m map[string]string) (*config.Dynamic, error) {
 		if isServerAddress(k) {
 			delete(sel, k)
 		}
+	}
+	if err := notFromLabels(sel, orig); err != nil {
+		return nil, err
 	}
 	conf := &config.Dynamic{}
 	if len(sel) == 0 {
@@ -220,6 +230,33 @@ func DecodeSwarmKnobs(m map[string]string) (Knobs, error) {
 		}
 	}
 	return k, nil
+}
+
+// notFromLabels refuses the keys of the dynamic configuration that labels
+// do not declare (Traefik v3 leaves them out of its label decoding, so
+// they would be ignored): servers transports, TLS options, certificates
+// and a store's default certificate. Ignored, they would leave a router
+// with other TLS settings than its labels say; a label never names a key
+// pair on the proxy's disk.
+func notFromLabels(sel, orig map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
+		parts := strings.Split(strings.ToLower(k), ".")
+		what := ""
+		switch {
+		case len(parts) > 2 && parts[1] == "tcp" && parts[2] == "serverstransports":
+			what = "servers transports are"
+		case len(parts) > 2 && parts[1] == "tls" && parts[2] == "options":
+			what = "TLS options are"
+		case len(parts) > 2 && parts[1] == "tls" && strings.HasPrefix(parts[2], "certificates"):
+			what = "certificates are"
+		case len(parts) > 4 && parts[1] == "tls" && parts[2] == "stores" && parts[4] == "defaultcertificate":
+			what = "a store's default certificate is"
+		}
+		if what != "" {
+			return &Error{Key: orig[k], Value: sel[k], Err: fmt.Errorf("%s not read from labels or tags: declare them in a file, a KV store or a Kubernetes resource, and name them from here (README, \"TLS\")", what)}
+		}
+	}
+	return nil
 }
 
 // written returns the label selected as key (any case after the root), as

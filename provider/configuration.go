@@ -36,12 +36,20 @@ const (
 	KindRouter     = "router"
 	KindService    = "service"
 	KindMiddleware = "middleware"
+	// The servers transports (tcp.serversTransports) and the tls section's
+	// resources: option sets and stores by name, certificates by their
+	// index in the list.
+	KindServersTransport = "serversTransport"
+	KindTLSOptions       = "tls options"
+	KindTLSStore         = "tls store"
+	KindTLSCertificate   = "tls certificate"
 )
 
-// Resource names one router, service or middleware of a provider's
-// configuration by its bare name.
+// Resource names one router, service, middleware, servers transport or
+// resource of the tls section of a provider's configuration by its bare
+// name (a certificate by its index).
 type Resource struct {
-	Kind string // KindRouter, KindService or KindMiddleware
+	Kind string // one of the Kind constants
 	Name string
 }
 
@@ -371,7 +379,7 @@ func BuildTCPServiceConfiguration(src Source, auto string, servers func(service,
 				Message: fmt.Sprintf("service %q has no loadBalancer (weighted services cannot be declared in labels)", name)}
 		}
 		lb := svc.LoadBalancer
-		var labelled config.TCPServer // the labels' server: its port, its maxConn
+		var labelled config.TCPServer // the labels' server: its port, maxConn and tls
 		if len(lb.Servers) > 0 {
 			labelled = lb.Servers[0]
 		}
@@ -381,6 +389,7 @@ func BuildTCPServiceConfiguration(src Source, auto string, servers func(service,
 		}
 		for i := range list {
 			list[i].MaxConn = labelled.MaxConn
+			list[i].TLS = labelled.TLS
 		}
 		lb.Servers = list
 	}

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
@@ -44,6 +45,9 @@ type Watcher struct {
 	statuses map[string]*Status
 	last     *config.TCPConfiguration
 	applied  bool
+	// mergeProblems are MergeReport's problems for the configurations
+	// last merged.
+	mergeProblems []string
 }
 
 // Expect registers a provider so that it shows as "starting" until it first reports.
@@ -76,6 +80,22 @@ func (w *Watcher) Statuses() []Status {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// Applied returns the merged configuration last handed to Apply (nil
+// before the first). It is shared: callers must not modify it.
+func (w *Watcher) Applied() *config.TCPConfiguration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
+// MergeProblems returns the problems of the last merge (MergeReport):
+// resources that several providers define and that therefore do not apply.
+func (w *Watcher) MergeProblems() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.mergeProblems...)
 }
 
 // Run consumes messages until ctx is done.
@@ -175,7 +195,13 @@ func (w *Watcher) record(m Message) bool {
 
 func (w *Watcher) applyMerged() {
 	w.mu.Lock()
-	merged := Merge(w.configs)
+	merged, problems := MergeReport(w.configs)
+	if !reflect.DeepEqual(problems, w.mergeProblems) {
+		for _, p := range problems {
+			w.Log.Error().Msg(p)
+		}
+		w.mergeProblems = problems
+	}
 	same := w.applied && reflect.DeepEqual(merged, w.last)
 	if !same {
 		w.last = merged
@@ -191,52 +217,159 @@ func (w *Watcher) applyMerged() {
 // Merge qualifies every provider's resources as `name@provider` and merges
 // them. References without `@` are resolved against the referencing
 // resource's own provider; `name@other` crosses providers. Provider configs
-// are not modified.
+// are not modified. It is MergeReport without the problems.
 func Merge(configs map[string]*config.Dynamic) *config.TCPConfiguration {
+	out, _ := MergeReport(configs)
+	return out
+}
+
+// DefaultTLSName is the name of the TLS options and of the TLS store that
+// are not qualified with their provider (Traefik's `default`): the options
+// a router without `tls.options` uses, the store whose default
+// certificate is served when no certificate matches.
+const DefaultTLSName = "default"
+
+// MergeReport is Merge, with the problems of the merge itself: TLS options
+// or a TLS store named `default` in more than one provider.
+//
+// Qualified as `name@provider`: routers, services, middlewares, servers
+// transports, TLS options and stores but `default`; and the references
+// to them (a router's service, middlewares and tls.options — `default`
+// stays as it is —, a weighted service's members, a load balancer's
+// serversTransport). Certificates are pooled from every provider.
+//
+// The merged TLS section is nil when no provider has one. Otherwise its
+// options hold `default` (empty when no provider defines it), except when
+// several providers define it: then, as in Traefik, it is left out with a
+// problem, so that the routers using it fail rather than silently take
+// other settings. The same holds for the `default` store.
+func MergeReport(configs map[string]*config.Dynamic) (*config.TCPConfiguration, []string) {
 	out := &config.TCPConfiguration{
 		Routers:     map[string]*config.TCPRouter{},
 		Services:    map[string]*config.TCPService{},
 		Middlewares: map[string]*config.TCPMiddleware{},
 	}
-	for prov, d := range configs {
-		if d == nil || d.TCP == nil {
+	var defaultOptions, defaultStores []string
+	for _, prov := range sortedProviders(configs) {
+		d := configs[prov]
+		if d == nil {
 			continue
 		}
-		for name, r := range d.TCP.Routers {
-			if r == nil {
-				out.Routers[Qualify(name, prov)] = nil
-				continue
-			}
-			cp := *r
-			cp.EntryPoints = append([]string(nil), r.EntryPoints...)
-			if r.Service != "" {
-				cp.Service = Qualify(r.Service, prov)
-			}
-			cp.Middlewares = nil
-			for _, m := range r.Middlewares {
-				cp.Middlewares = append(cp.Middlewares, Qualify(m, prov))
-			}
-			out.Routers[Qualify(name, prov)] = &cp
+		if d.TCP != nil {
+			mergeTCP(out, d.TCP, prov)
 		}
-		for name, s := range d.TCP.Services {
-			if s != nil && s.Weighted != nil {
-				cp := *s
-				w := *s.Weighted
-				w.Services = make([]config.TCPWRRService, len(s.Weighted.Services))
-				for i, m := range s.Weighted.Services {
-					m.Name = Qualify(m.Name, prov)
-					w.Services[i] = m
+		if d.TLS != nil {
+			if out.TLS == nil {
+				out.TLS = &config.TLSConfiguration{Options: map[string]config.TLSOptions{}, Stores: map[string]config.TLSStore{}}
+			}
+			for _, c := range d.TLS.Certificates {
+				if c == nil {
+					continue
 				}
-				cp.Weighted = &w
-				s = &cp
+				cp := *c
+				cp.Stores = append([]string(nil), c.Stores...)
+				out.TLS.Certificates = append(out.TLS.Certificates, &cp)
 			}
-			out.Services[Qualify(name, prov)] = s
-		}
-		for name, m := range d.TCP.Middlewares {
-			out.Middlewares[Qualify(name, prov)] = m
+			for name, o := range d.TLS.Options {
+				if name == DefaultTLSName {
+					defaultOptions = append(defaultOptions, prov)
+				} else {
+					name = Qualify(name, prov)
+				}
+				out.TLS.Options[name] = o
+			}
+			for name, st := range d.TLS.Stores {
+				if name == DefaultTLSName {
+					defaultStores = append(defaultStores, prov)
+				} else {
+					name = Qualify(name, prov)
+				}
+				out.TLS.Stores[name] = st
+			}
 		}
 	}
-	return out
+	var problems []string
+	if out.TLS != nil {
+		switch {
+		case len(defaultOptions) == 0:
+			out.TLS.Options[DefaultTLSName] = config.TLSOptions{}
+		case len(defaultOptions) > 1:
+			delete(out.TLS.Options, DefaultTLSName)
+			problems = append(problems, fmt.Sprintf("TLS options %q defined in several providers (%s): none of them applies, and the routers that use them are disabled", DefaultTLSName, strings.Join(defaultOptions, ", ")))
+		}
+		if len(defaultStores) > 1 {
+			delete(out.TLS.Stores, DefaultTLSName)
+			problems = append(problems, fmt.Sprintf("TLS store %q defined in several providers (%s): none of them applies", DefaultTLSName, strings.Join(defaultStores, ", ")))
+		}
+	}
+	return out, problems
+}
+
+func sortedProviders(configs map[string]*config.Dynamic) []string {
+	names := make([]string, 0, len(configs))
+	for p := range configs {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// mergeTCP adds one provider's tcp section to out, qualified; it copies
+// what it changes.
+func mergeTCP(out *config.TCPConfiguration, tcp *config.TCPConfiguration, prov string) {
+	for name, r := range tcp.Routers {
+		if r == nil {
+			out.Routers[Qualify(name, prov)] = nil
+			continue
+		}
+		cp := *r
+		cp.EntryPoints = append([]string(nil), r.EntryPoints...)
+		if r.Service != "" {
+			cp.Service = Qualify(r.Service, prov)
+		}
+		cp.Middlewares = nil
+		for _, m := range r.Middlewares {
+			cp.Middlewares = append(cp.Middlewares, Qualify(m, prov))
+		}
+		if r.TLS != nil {
+			t := *r.TLS
+			if t.Options != "" && t.Options != DefaultTLSName {
+				t.Options = Qualify(t.Options, prov)
+			}
+			cp.TLS = &t
+		}
+		out.Routers[Qualify(name, prov)] = &cp
+	}
+	for name, s := range tcp.Services {
+		if s != nil && s.Weighted != nil {
+			cp := *s
+			w := *s.Weighted
+			w.Services = make([]config.TCPWRRService, len(s.Weighted.Services))
+			for i, m := range s.Weighted.Services {
+				m.Name = Qualify(m.Name, prov)
+				w.Services[i] = m
+			}
+			cp.Weighted = &w
+			s = &cp
+		}
+		if s != nil && s.LoadBalancer != nil && s.LoadBalancer.ServersTransport != "" {
+			cp := *s
+			lb := *s.LoadBalancer
+			lb.ServersTransport = Qualify(lb.ServersTransport, prov)
+			cp.LoadBalancer = &lb
+			s = &cp
+		}
+		out.Services[Qualify(name, prov)] = s
+	}
+	for name, m := range tcp.Middlewares {
+		out.Middlewares[Qualify(name, prov)] = m
+	}
+	for name, st := range tcp.ServersTransports {
+		if out.ServersTransports == nil {
+			out.ServersTransports = map[string]*config.TCPServersTransport{}
+		}
+		out.ServersTransports[Qualify(name, prov)] = st
+	}
 }
 
 // Qualify returns name@provider unless name already names a provider.

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"cmp"
+	"crypto/tls"
 	"fmt"
 	"slices"
 	"sort"
@@ -34,7 +35,8 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 		cfg = &config.TCPConfiguration{}
 	}
 	c := compiler{cfg: cfg, st: st, rt: rt, log: log,
-		mws: map[string]tcp.Middleware{}, svcs: map[string]tcp.Handler{}, building: map[string]bool{}}
+		mws: map[string]tcp.Middleware{}, svcs: map[string]tcp.Handler{}, building: map[string]bool{},
+		serverTLS: map[string]tlsOrErr{}, transports: map[string]transportOrErr{}}
 
 	for _, name := range sortedKeys(cfg.Middlewares) {
 		c.middleware(name)
@@ -55,6 +57,21 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 		}
 		built := c.router(name, r, info)
 		if built == nil {
+			continue
+		}
+		if built.closing {
+			// A terminating router whose TLS settings are broken keeps its
+			// place, closing what it matches: its clients must not fall
+			// through to a catch-all route (Traefik does the same).
+			eps := r.EntryPoints
+			if len(eps) == 0 {
+				eps = entryPoints
+			}
+			for _, ep := range eps {
+				if slices.Contains(entryPoints, ep) {
+					routes[ep] = append(routes[ep], built)
+				}
+			}
 			continue
 		}
 		eps := r.EntryPoints
@@ -83,11 +100,21 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 			}
 			return strings.Compare(a.name, b.name)
 		})
-		tables[ep] = newTable(rs, func(r *route) bool {
-			// c.router refused a rule that reads the hello without TLS and a TLS
-			// section without passthrough: a TLS section here means passthrough.
+		t := newTable(rs, func(r *route) bool {
+			// c.router refused a rule that reads the hello without a TLS
+			// section: a TLS section means passthrough or termination, both
+			// routed by the ClientHello.
 			return cfg.Routers[r.name].TLS != nil
 		})
+		for _, r := range rs {
+			if r.terminates {
+				t.starttls = true // PostgreSQL's SSLRequest is answered (postgres.go)
+			}
+		}
+		tables[ep] = t
+	}
+	if c.store != nil {
+		rt.Certificates = c.store.infos
 	}
 	// Health checkers of services this configuration no longer has stop.
 	st.health.sweep()
@@ -109,6 +136,73 @@ type compiler struct {
 	svcs     map[string]tcp.Handler    // built, enabled services
 	building map[string]bool           // services being built (weighted cycles)
 	capped   []*capacity               // capped services of this configuration
+
+	store      *certStore // the default TLS store, read once a router terminates
+	serverTLS  map[string]tlsOrErr
+	transports map[string]transportOrErr
+}
+
+type tlsOrErr struct {
+	conf *tls.Config
+	err  error
+}
+
+type transportOrErr struct {
+	tr  *config.TCPServersTransport
+	tls *tls.Config
+	err error
+}
+
+// certs returns the configuration's default TLS store, read on first use.
+func (c *compiler) certs() *certStore {
+	if c.store == nil {
+		c.store = buildCertStore(c.cfg.TLS, c.st.defaultCert.get)
+	}
+	return c.store
+}
+
+// options returns the handshake settings of the named TLS options, built
+// once per Compile. `default` exists even when not configured (crypto/tls's
+// defaults, TLS 1.2 at least); any other unknown name is an error naming it.
+func (c *compiler) options(name string) (*tls.Config, error) {
+	if v, ok := c.serverTLS[name]; ok {
+		return v.conf, v.err
+	}
+	var o config.TLSOptions
+	var found bool
+	if c.cfg.TLS != nil {
+		o, found = c.cfg.TLS.Options[name]
+	}
+	var v tlsOrErr
+	if !found && name != "default" {
+		v.err = fmt.Errorf("TLS options %q do not exist (tls.options)", name)
+	} else {
+		v.conf, v.err = newServerTLS(name, o, c.certs())
+	}
+	c.serverTLS[name] = v
+	return v.conf, v.err
+}
+
+// transport returns the named servers transport, with its TLS client
+// settings built, once per Compile.
+func (c *compiler) transport(name string) (transportOrErr, bool) {
+	if v, ok := c.transports[name]; ok {
+		return v, true
+	}
+	tr, ok := c.cfg.ServersTransports[name]
+	if !ok {
+		return transportOrErr{}, false
+	}
+	v := transportOrErr{tr: tr}
+	if tr == nil {
+		v.tr = &config.TCPServersTransport{}
+	}
+	v.err = validTransport(name, v.tr)
+	if v.err == nil && v.tr.TLS != nil {
+		v.tls, v.err = newClientTLS(name, v.tr.TLS)
+	}
+	c.transports[name] = v
+	return v, true
 }
 
 func (c *compiler) middleware(name string) {
@@ -206,21 +300,52 @@ func (c *compiler) service(name string) tcp.Handler {
 }
 
 func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, info *ServiceInfo) tcp.Handler {
-	delay := time.Duration(config.DefaultTerminationDelayMillis) * time.Millisecond
-	if lb.TerminationDelay != nil {
-		delay = time.Duration(*lb.TerminationDelay) * time.Millisecond
-	}
 	h := &loadBalancer{
-		name:     name,
-		delay:    delay,
-		counters: c.st.ServiceCounters(name),
-		log:      c.log, // the service name is added at the (rare) log sites: no logger per service
+		name:        name,
+		delay:       time.Duration(config.DefaultTerminationDelayMillis) * time.Millisecond,
+		dialTimeout: DialTimeout,
+		counters:    c.st.ServiceCounters(name),
+		log:         c.log, // the service name is added at the (rare) log sites: no logger per service
 	}
-	if o := c.st.connObservers(); o.any() {
-		h.obs = &connObserver{st: c.st, log: o.AccessLog, metrics: o.Metrics}
+	if lb.ServersTransport != "" {
+		v, ok := c.transport(lb.ServersTransport)
+		switch {
+		case !ok:
+			info.addError("loadBalancer.serversTransport", fmt.Sprintf("servers transport %q does not exist (tcp.serversTransports)", lb.ServersTransport))
+			return nil
+		case v.err != nil:
+			info.addError("loadBalancer.serversTransport", fmt.Sprintf("servers transport %q: %s", lb.ServersTransport, v.err))
+			return nil
+		}
+		tr := v.tr
+		h.dialTimeout = TransportDialTimeout
+		if tr.DialTimeout > 0 {
+			h.dialTimeout = time.Duration(tr.DialTimeout)
+		}
+		h.keepAlive = TransportKeepAlive
+		if tr.DialKeepAlive != 0 {
+			h.keepAlive = time.Duration(tr.DialKeepAlive)
+		}
+		if tr.TerminationDelay != 0 {
+			h.delay = time.Duration(tr.TerminationDelay)
+		}
+		if tr.ProxyProtocol != nil {
+			h.ppVer = byte(tr.ProxyProtocol.Version)
+		}
+		h.tlsConf = v.tls
+	}
+	// The deprecated fields of the load balancer keep working and win over
+	// the transport's (README, "Servers transports").
+	if lb.TerminationDelay != nil {
+		h.delay = time.Duration(*lb.TerminationDelay) * time.Millisecond
+		info.addWarning("loadBalancer.terminationDelay", "loadBalancer.terminationDelay is deprecated: set terminationDelay in a servers transport (tcp.serversTransports) and name it in loadBalancer.serversTransport")
 	}
 	if lb.ProxyProtocol != nil {
 		h.ppVer = byte(lb.ProxyProtocol.Version)
+		info.addWarning("loadBalancer.proxyProtocol", "loadBalancer.proxyProtocol is deprecated: set proxyProtocol in a servers transport (tcp.serversTransports) and name it in loadBalancer.serversTransport")
+	}
+	if o := c.st.connObservers(); o.any() {
+		h.obs = &connObserver{st: c.st, log: o.AccessLog, metrics: o.Metrics}
 	}
 	var ups []*atomic.Bool // health of each server; nil without a health check
 	if lb.HealthCheck != nil {
@@ -245,6 +370,8 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 	info.ServerStatus = map[string]string{}
 	for i, s := range lb.Servers {
 		srv := newServer(s.Address)
+		srv.tls = s.TLS
+		h.goroutines = h.goroutines || s.TLS
 		if ups != nil {
 			srv.up = ups[i]
 		}
@@ -295,13 +422,14 @@ func (c *compiler) router(name string, r *config.TCPRouter, info *RouterInfo) *r
 		info.addError("rule", err.Error())
 		return nil
 	}
-	if ru.NeedsTLS() && (r.TLS == nil || !r.TLS.Passthrough) {
+	if ru.NeedsTLS() && r.TLS == nil {
 		info.addError("rule", fmt.Sprintf("rule %q reads the TLS ClientHello (SNI/ALPN) but the router has no TLS: add tls.passthrough=true, or use HostSNI(`*`) for plain TCP", r.Rule))
 		return nil
 	}
-	if r.TLS != nil && !r.TLS.Passthrough {
-		info.addError("tls", "TLS termination is not supported (tollgate holds no keys): set tls.passthrough=true")
-		return nil
+	terminates := r.TLS != nil && !r.TLS.Passthrough
+	var serverConf *tls.Config
+	if terminates {
+		serverConf = c.routerTLS(name, r, ru, info)
 	}
 	if r.Service == "" {
 		info.addError("service", "router has no service")
@@ -334,19 +462,72 @@ func (c *compiler) router(name string, r *config.TCPRouter, info *RouterInfo) *r
 		chain = append(chain, mw)
 	}
 	if info.Status == StatusDisabled {
+		if terminates && serverConf == nil {
+			return &route{name: name, rule: ru, priority: routePriority(r), closing: true,
+				handler: closeRoute{}, open: c.st.RouterOpen(name)}
+		}
 		return nil
 	}
 	var h tcp.Handler = svc
+	if terminates {
+		h = &terminator{router: name, conf: serverConf, next: svc, counters: c.st.TLSCounters(name)}
+	}
 	for i := len(chain) - 1; i >= 0; i-- {
 		h = chain[i](h)
 	}
-	prio := r.Priority
-	if prio == 0 {
-		prio = len(r.Rule)
-	}
 	var open *atomic.Int64 = c.st.RouterOpen(name)
 	c.st.RouterCounters(name) // so that /metrics lists the router before its first connection ends
-	return &route{name: name, rule: ru, priority: prio, handler: h, open: open}
+	return &route{name: name, rule: ru, priority: routePriority(r), handler: h, open: open, terminates: terminates}
+}
+
+func routePriority(r *config.TCPRouter) int {
+	if r.Priority != 0 {
+		return r.Priority
+	}
+	return len(r.Rule)
+}
+
+// closeRoute closes what a disabled terminating router matches.
+type closeRoute struct{}
+
+func (closeRoute) ServeTCP(c *tcp.Conn) { c.Refuse(true) }
+
+// routerTLS checks a terminating router's TLS section and returns its
+// handshake settings, or nil after recording why there are none (then the
+// router is disabled and closes what it matches).
+func (c *compiler) routerTLS(name string, r *config.TCPRouter, ru *rule.Rule, info *RouterInfo) *tls.Config {
+	optName := r.TLS.Options
+	if optName == "" {
+		optName = "default"
+	}
+	conf, err := c.options(optName)
+	if err != nil {
+		info.addError("tls.options", err.Error())
+	}
+	if res := r.TLS.CertResolver; res != "" {
+		if !c.st.hasCertResolver(res) {
+			info.addError("tls.certResolver", fmt.Sprintf("certificate resolver %q does not exist: certificatesResolvers.%s is not in the static configuration", res, res))
+			conf = nil
+		} else {
+			info.addWarning("tls.certResolver", fmt.Sprintf("certificate resolver %q: ACME is not supported; the router is served from the TLS store's certificates", res))
+		}
+	}
+	var names []string
+	if exact, wild, ok := ru.SNIs(); ok {
+		names = exact
+		for _, w := range wild {
+			names = append(names, "*"+w)
+		}
+	}
+	store := c.certs()
+	if err := store.need(names); err != nil {
+		info.addError("tls", err.Error())
+		conf = nil
+	}
+	if conf != nil {
+		store.markUse(name, names)
+	}
+	return conf
 }
 
 func appendUnique(s []string, v string) []string {

@@ -48,6 +48,12 @@ type EntryPoint struct {
 	maxUnrouted int
 	unroutedLog ratelog.Limiter
 
+	// Connections served by goroutines (goserve.go), for the drain.
+	gmu    sync.Mutex
+	gconns map[*gconn]struct{}
+	gwg    sync.WaitGroup
+	tlsLog ratelog.Limiter // "TLS handshake failed" lines
+
 	acceptErrors  atomic.Uint64
 	acceptLog     ratelog.Limiter
 	noRouteGently ratelog.Limiter // which no-route closes are gentle (tcp.Conn.Refuse)
@@ -238,7 +244,7 @@ func (e *EntryPoint) startPreroute(rc *rconn, t *Table) {
 		rc.wait = int64(wait)
 		rc.silentBy = min(now+rc.wait, rc.deadlineOr())
 	}
-	rc.pre = preroute{pp: e.ppEnabled, peek: t.peek}
+	rc.pre = preroute{pp: e.ppEnabled, peek: t.peek, starttls: t.starttls}
 	if e.ppEnabled {
 		peer := rc.c.Client.Addr()
 		rc.pre.trusted = e.ppInsecure || prefixesContain(e.trusted, peer)
@@ -353,6 +359,7 @@ func (e *EntryPoint) Shutdown(ctx context.Context) {
 	if e.engine != nil {
 		e.engine.each(func(l *loop) { l.closeAll(e) })
 	}
+	e.abortGoroutines()
 }
 
 // Client keepalive: a client that vanishes without a FIN or RST (a NAT that

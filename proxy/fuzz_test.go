@@ -200,3 +200,28 @@ func FuzzProxyHeader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPostgresPreamble: pgPreamble never panics, and says pgSSL or
+// pgGSSENC exactly for an input starting with the 8 request bytes, pgMore
+// exactly for a proper prefix of them.
+func FuzzPostgresPreamble(f *testing.F) {
+	f.Add(pgSSLRequest)
+	f.Add(pgGSSENCRequest)
+	f.Add(pgSSLRequest[:3])
+	f.Add([]byte{0, 0, 0, 8, 4, 210, 22, 47, 0x16, 3, 1})
+	f.Add([]byte{0, 0, 0, 9})
+	f.Add([]byte{0x16, 3, 1, 0, 5})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k := pgPreamble(b)
+		startsWith := func(req []byte) bool { return len(b) >= 8 && bytes.Equal(b[:8], req) }
+		prefixOf := func(req []byte) bool { return len(b) < 8 && bytes.Equal(b, req[:len(b)]) }
+		switch {
+		case startsWith(pgSSLRequest) != (k == pgSSL):
+			t.Fatalf("%x: %d", b, k)
+		case startsWith(pgGSSENCRequest) != (k == pgGSSENC):
+			t.Fatalf("%x: %d", b, k)
+		case (prefixOf(pgSSLRequest) || prefixOf(pgGSSENCRequest)) != (k == pgMore):
+			t.Fatalf("%x: %d", b, k)
+		}
+	})
+}

@@ -416,3 +416,57 @@ func TestAcceptBackoffPersistsAcrossSuccesses(t *testing.T) {
 		t.Fatalf("after a quiet period the pause was %v, want 5ms", d)
 	}
 }
+
+// FuzzPrerouteStartTLS is FuzzPreroute on an entry point where a router
+// terminates TLS: PostgreSQL's SSLRequest (and GSSENCRequest) are answered
+// (preAnswer) and stepped past, in fragments as at once, to the same
+// outcome, the same requests skipped and the same SNI.
+func FuzzPrerouteStartTLS(f *testing.F) {
+	for i, s := range helloSeeds(f) {
+		f.Add(append(append([]byte{}, pgSSLRequest...), s...), []byte{byte(i + 1), 3, 5})
+		f.Add(append(append(append([]byte{}, pgGSSENCRequest...), pgSSLRequest...), s...), []byte{1, 7, 9})
+		f.Add(s, []byte{9, 40, 2})
+	}
+	f.Add(pgSSLRequest[:5], []byte{2, 2})
+	f.Add([]byte{0, 0, 0, 8, 4, 210, 22, 47, 'x'}, []byte{8, 1})
+	peer := netip.MustParseAddrPort("127.0.0.9:40000")
+	run := func(p *preroute, c *tcp.Conn, data []byte, eof bool) preOutcome {
+		out, _ := p.step(data, eof, c)
+		for n := 0; out == preAnswer && n < 4; n++ {
+			out, _ = p.step(data, eof, c)
+		}
+		return out
+	}
+	f.Fuzz(func(t *testing.T, data, cuts []byte) {
+		if len(data) > 64<<10 {
+			return
+		}
+		whole := &tcp.Conn{Client: peer}
+		pw := preroute{peek: true, starttls: true}
+		outW := run(&pw, whole, data, true)
+
+		frag := &tcp.Conn{Client: peer}
+		pf := preroute{peek: true, starttls: true}
+		outF, at := preWait, 0
+		for i := 0; outF == preWait && at < len(data); i++ {
+			n := len(data) - at
+			if i < len(cuts) && cuts[i] > 0 {
+				n = min(n, int(cuts[i]))
+			}
+			at += n
+			outF = run(&pf, frag, data[:at], false)
+		}
+		if outF == preWait {
+			outF = run(&pf, frag, data, true)
+		}
+		if outF == preAnswer || outW == preAnswer {
+			t.Fatalf("more than four answers: %v %v", outF, outW)
+		}
+		if outF != outW {
+			t.Fatalf("in fragments %v: %v; all at once: %v", cuts, outF, outW)
+		}
+		if outW == preRoute && (pf.pgSkip != pw.pgSkip || frag.SNI != whole.SNI) {
+			t.Fatalf("in fragments: skipped %d, SNI %q; at once: %d, %q", pf.pgSkip, frag.SNI, pw.pgSkip, whole.SNI)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -298,6 +299,15 @@ func (rc *rconn) decide() {
 	case preClosed:
 		c.Refuse(true) // closed before saying anything
 		return
+	case preAnswer:
+		// PostgreSQL's SSLRequest (postgres.go): one byte on a socket that
+		// has sent nothing yet; a socket that cannot take it is refused.
+		if n, err := unix.Write(rc.cfd, []byte{rc.pre.answer}); n != 1 {
+			rc.prerouteFailed(fmt.Errorf("answering a PostgreSQL SSLRequest: %v", err))
+			return
+		}
+		rc.decide()
+		return
 	}
 	if rc.pre.headerNow && rc.table.peek && rc.exempt && e.unrouted != nil {
 		// A trusted sender is not bound as one client: from here on the
@@ -310,7 +320,7 @@ func (rc *rconn) decide() {
 		rc.held = k
 	}
 	if out == preRoute {
-		rc.route(rc.buf[rc.pre.hdrEnd:])
+		rc.route(rc.buf[rc.pre.hdrEnd+rc.pre.pgSkip:])
 		return
 	}
 	if rc.wait > 0 && rc.pre.hdrEnd > 0 && len(rc.buf) == rc.pre.hdrEnd && rc.silentBy == 0 && !rc.eof {
@@ -330,6 +340,10 @@ type preroute struct {
 	pp        bool // the entry point takes PROXY headers
 	trusted   bool // ... from this sender
 	peek      bool // the table needs the ClientHello
+	starttls  bool // ... and answers PostgreSQL's SSLRequest first (postgres.go)
+	pgDone    bool
+	pgSkip    int  // buf[hdrEnd:hdrEnd+pgSkip] are the requests answered
+	answer    byte // the byte to answer with, on preAnswer
 	ppDone    bool
 	hdrEnd    int  // buf[:hdrEnd] is the PROXY header
 	headerNow bool // the last step applied the header
@@ -342,6 +356,7 @@ const (
 	preRoute                    // route now; buf[hdrEnd:] goes to the backend first
 	preFailed                   // a malformed or unfinished header or hello: close it
 	preClosed                   // the client closed before sending anything to route on
+	preAnswer                   // write p.answer to the client, then step again
 )
 
 // step decides with buf, everything the client sent so far (eof: and then
@@ -371,9 +386,32 @@ func (p *preroute) step(buf []byte, eof bool, c *tcp.Conn) (preOutcome, error) {
 			p.hdrEnd, p.ppDone, p.headerNow = end, true, true
 		}
 	}
-	payload := buf[p.hdrEnd:]
+	payload := buf[p.hdrEnd+p.pgSkip:]
 	if !p.peek {
 		return preRoute, nil
+	}
+	if p.starttls && !p.pgDone && len(payload) > 0 {
+		switch pgPreamble(payload) {
+		case pgMore:
+			if eof {
+				return preFailed, errors.New("client closed in the middle of a PostgreSQL SSLRequest")
+			}
+			return preWait, nil
+		case pgSSL:
+			p.pgSkip += len(pgSSLRequest)
+			p.pgDone, p.answer = true, 'S'
+			return preAnswer, nil
+		case pgGSSENC:
+			if p.pgSkip > 0 {
+				return preFailed, errors.New("a second PostgreSQL GSSENCRequest")
+			}
+			p.pgSkip += len(pgGSSENCRequest)
+			p.answer = 'N'
+			return preAnswer, nil
+		default:
+			p.pgDone = true
+		}
+		payload = buf[p.hdrEnd+p.pgSkip:]
 	}
 	if len(payload) == 0 {
 		if eof {
@@ -582,6 +620,12 @@ func (rc *rconn) connect(ap netip.AddrPort) {
 		return
 	}
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if ka := rc.lb.keepAlive; ka > 0 {
+		secs := max(int(ka/time.Second), 1)
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs)
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs)
+	}
 	if err := connectRaw(fd, ap); err != nil && err != unix.EINPROGRESS {
 		_ = unix.Close(fd)
 		rc.dialFailed(err)
@@ -593,16 +637,17 @@ func (rc *rconn) connect(ap netip.AddrPort) {
 		return
 	}
 	rc.state = stateDialing
-	rc.l.arm(rc, rc.l.mono()+int64(DialTimeout))
+	rc.l.arm(rc, rc.l.mono()+int64(rc.lb.dialTimeout))
 }
 
 // resolve looks a server's host name up off the loop, then connects.
 func (rc *rconn) resolve(srv *server) {
 	rc.state = stateResolving
-	rc.l.arm(rc, rc.l.mono()+int64(DialTimeout))
+	rc.l.arm(rc, rc.l.mono()+int64(rc.lb.dialTimeout))
 	host, port := srv.host, srv.port
+	timeout := rc.lb.dialTimeout
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), DialTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		cancel()
 		rc.l.post(func(*loop) {

@@ -106,6 +106,10 @@ type Runtime struct {
 	Routers     map[string]*RouterInfo     `json:"tcpRouters"`
 	Services    map[string]*ServiceInfo    `json:"tcpServices"`
 	Middlewares map[string]*MiddlewareInfo `json:"tcpMiddlewares"`
+	// Certificates are the default TLS store's certificates as loaded (or
+	// not) by this Compile, for GET /api/tls/certificates; empty when no
+	// router terminates TLS.
+	Certificates []CertificateInfo `json:"-"`
 }
 
 // State is what outlives configuration generations: limiters, allow-list and
@@ -124,8 +128,11 @@ type State struct {
 	log      zerolog.Logger
 
 	capacities  map[string]*capacity // capped services' slots and queues (capacity.go)
-	observers   ConnObservers        // what closed connections report (accesslog.go)
-	routerStats routerStats          // per-router bytes and durations (metrics_conn.go)
+	tls         map[string]*TLSCounters
+	defaultCert defaultCert     // generated once, when no default certificate is configured
+	resolvers   map[string]bool // certificatesResolvers of the static configuration
+	observers   ConnObservers   // what closed connections report (accesslog.go)
+	routerStats routerStats     // per-router bytes and durations (metrics_conn.go)
 }
 
 // NewState returns empty state logging through log.
@@ -157,6 +164,48 @@ func (s *State) AllowCounters(name string) *ipallowlist.Counters {
 // ServiceCounters returns the counters of the named service.
 func (s *State) ServiceCounters(name string) *ServiceCounters {
 	return getOrNew(&s.mu, s.services, name)
+}
+
+// TLSCounters returns the handshake counters of the named router.
+func (s *State) TLSCounters(name string) *TLSCounters {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tls == nil {
+		s.tls = map[string]*TLSCounters{}
+	}
+	v, ok := s.tls[name]
+	if !ok {
+		v = new(TLSCounters)
+		s.tls[name] = v
+	}
+	return v
+}
+
+// EachTLSCounters calls f for every router that terminated TLS.
+func (s *State) EachTLSCounters(f func(router string, c *TLSCounters)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, c := range s.tls {
+		f(n, c)
+	}
+}
+
+// SetCertResolvers names the certificatesResolvers of the static
+// configuration: a router naming another is disabled. Call it before the
+// first Apply.
+func (s *State) SetCertResolvers(names []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resolvers = map[string]bool{}
+	for _, n := range names {
+		s.resolvers[n] = true
+	}
+}
+
+func (s *State) hasCertResolver(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resolvers[name]
 }
 
 // RouterOpen returns the open-connection gauge of the named router.

@@ -25,6 +25,7 @@ type Server struct {
 	state  *State
 	rt     atomic.Pointer[Runtime]
 	mu     sync.Mutex // serialises Apply
+	down   sync.Once  // Shutdown runs once
 	log    zerolog.Logger
 
 	reloads     atomic.Uint64
@@ -207,7 +208,12 @@ func (s *Server) Apply(cfg *config.TCPConfiguration) *Runtime {
 
 // Shutdown stops every entry point from accepting, drains live connections
 // for each entry point's grace timeout (bounded by ctx) and closes the rest.
+// Later calls return at once.
 func (s *Server) Shutdown(ctx context.Context) {
+	s.down.Do(func() { s.shutdown(ctx) })
+}
+
+func (s *Server) shutdown(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, ep := range s.eps {
 		wg.Add(1)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"net"
 	"net/netip"
 	"sync"
@@ -25,6 +26,7 @@ type server struct {
 	ap      netip.AddrPort // an IP literal's address; invalid for a host name
 	host    string         // when ap is invalid
 	port    uint16
+	tls     bool // dialled with TLS (servers[].tls): served by goroutines
 }
 
 // newServer parses a server address ("ip:port" or "host:port").
@@ -49,6 +51,9 @@ type ServiceCounters struct {
 	// SpliceFallbacks counts copies done through a buffer because no splice
 	// pipe could be created (out of file descriptors).
 	SpliceFallbacks atomic.Uint64
+	// TLSErrors counts TLS handshakes with servers that failed (a
+	// certificate that does not verify, among others); each is also a dial error.
+	TLSErrors atomic.Uint64
 
 	dialLog ratelog.Limiter // "backend dial failed" lines, one per server a second
 }
@@ -56,15 +61,20 @@ type ServiceCounters struct {
 // loadBalancer is a loadBalancer service: round-robin over its servers. A
 // failed dial tries the next healthy server once before giving up.
 type loadBalancer struct {
-	name     string
-	servers  []server
-	next     atomic.Uint32
-	delay    time.Duration
-	ppVer    byte // PROXY protocol version to send; 0 for none
-	counters *ServiceCounters
-	cap      *capacity // nil unless a server has a maxConn
-	log      zerolog.Logger
-	obs      *connObserver // nil unless an access log or metrics observe connection ends
+	name    string
+	servers []server
+	next    atomic.Uint32
+	delay   time.Duration
+	ppVer   byte // PROXY protocol version to send; 0 for none
+	// From the servers transport (README, "Servers transports").
+	dialTimeout time.Duration
+	keepAlive   time.Duration // negative: no keepalive probes
+	tlsConf     *tls.Config   // for servers with tls; nil: verify against the system roots
+	goroutines  bool          // some server is dialled with TLS: every connection is served by goroutines
+	counters    *ServiceCounters
+	cap         *capacity // nil unless a server has a maxConn
+	log         zerolog.Logger
+	obs         *connObserver // nil unless an access log or metrics observe connection ends
 }
 
 var _ tcp.Handler = (*loadBalancer)(nil)
@@ -89,14 +99,26 @@ func (lb *loadBalancer) pick() int {
 // ServeTCP dials a backend without blocking and proxies the connection
 // once it answers; it returns at once. Connections are served by the
 // entry points' event loops.
+//
+// A connection already served by goroutines (TLS termination) is served on
+// its goroutine: ServeTCP returns when it ends. One on a loop whose service
+// dials a server with TLS leaves the loop first.
 func (lb *loadBalancer) ServeTCP(c *tcp.Conn) {
-	rc, ok := c.Sock.(*rconn)
-	if !ok {
-		lb.log.Error().Str("service", lb.name).Str("router", c.Router).Msg("connection not on an event loop: closed")
+	switch s := c.Sock.(type) {
+	case *gconn:
+		lb.serveGo(s)
+	case *rconn:
+		if !lb.goroutines {
+			s.startService(lb)
+			return
+		}
+		if g := detach(s); g != nil {
+			g.ep.goServe(g, lb.serveGo)
+		}
+	default:
+		lb.log.Error().Str("service", lb.name).Str("router", c.Router).Msg("connection of no known kind: closed")
 		c.Reject()
-		return
 	}
-	rc.startService(lb)
 }
 
 func tcpAddr(ap netip.AddrPort) *net.TCPAddr { return net.TCPAddrFromAddrPort(ap) }

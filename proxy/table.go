@@ -23,6 +23,9 @@ type Table struct {
 	peek   bool      // some route is a TLS route: read the ClientHello first
 	plain  []*route  // non-TLS routes in order, for plain clients when peek
 	tls    tlsRoutes // TLS routes, for TLS clients when peek
+	// starttls: some route terminates TLS, so a PostgreSQL client's
+	// SSLRequest is answered before its ClientHello is read (postgres.go).
+	starttls bool
 }
 
 // tlsRoutes finds the first matching TLS route without calling every rule:
@@ -51,6 +54,11 @@ type route struct {
 	priority int
 	handler  tcp.Handler
 	open     *atomic.Int64 // open connections on this router, shared across entry points
+	// terminates: the router terminates TLS (its handler leaves the loop).
+	terminates bool
+	// closing: a terminating router disabled by its TLS settings; it closes
+	// what it matches, so that its clients never reach a later route.
+	closing bool
 }
 
 // Finish counts the end of a connection routed here.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -34,6 +35,9 @@ type Provider struct {
 	// a file emptied, or left without any dynamic configuration, keeps
 	// serving that (as Traefik skips an empty configuration).
 	lastGood map[string]goodConfig
+	// tlsPaths are the TLS files the last Load read (absolute): Run
+	// watches their directories too.
+	tlsPaths []string
 }
 
 type goodConfig struct {
@@ -91,6 +95,9 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 	}
 	send := func() bool {
 		m := p.Load()
+		if w != nil {
+			p.watchTLSDirs(w, dir)
+		}
 		select {
 		case out <- m:
 			return true
@@ -136,21 +143,26 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 			if !ok {
 				return nil
 			}
-			if ev.name == "" { // the directory itself went away
-				p.log.Error().Str("directory", dir).Msg("watched directory removed or moved: changes are no longer seen (SIGHUP still reloads)")
+			if ev.name == "" { // a directory itself went away
+				if ev.dir == dir {
+					p.log.Error().Str("directory", dir).Msg("watched directory removed or moved: changes are no longer seen (SIGHUP still reloads)")
+				} else {
+					dirty = true // a TLS file's directory: read again, which names what is missing
+				}
 				continue
 			}
-			if !p.relevant(ev.name) {
+			if !p.relevantEvent(ev, dir) {
 				continue
 			}
+			full := filepath.Join(ev.dir, ev.name)
 			switch {
 			case ev.Has(unix.IN_MODIFY):
-				if _, ok := writing[ev.name]; !ok {
-					writing[ev.name] = time.Now()
+				if _, ok := writing[full]; !ok {
+					writing[full] = time.Now()
 				}
 			case ev.Has(unix.IN_CLOSE_WRITE), ev.Has(unix.IN_DELETE), ev.Has(unix.IN_MOVED_FROM):
-				delete(writing, ev.name)
-				delete(warned, ev.name)
+				delete(writing, full)
+				delete(warned, full)
 			}
 			dirty = true
 		case err := <-w.Errors:
@@ -176,6 +188,49 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 		}
 		if dirty && len(writing) == 0 {
 			settle.Reset(settleTime)
+		}
+	}
+}
+
+// relevantEvent reports whether ev can change the configuration: a change
+// of a configuration file in the configuration's directory (main), or of a
+// TLS file the last Load read, wherever it is.
+func (p *Provider) relevantEvent(ev dirEvent, main string) bool {
+	if ev.dir == main && p.relevant(ev.name) {
+		return true
+	}
+	if strings.Contains(ev.name, "..") {
+		return true // a Kubernetes Secret's files change through "..data"
+	}
+	full := filepath.Join(ev.dir, ev.name)
+	if abs, err := filepath.Abs(full); err == nil {
+		full = abs
+	}
+	_, found := slices.BinarySearch(p.tlsPaths, full)
+	return found
+}
+
+// watchTLSDirs watches the directories of the TLS files the last Load
+// read (besides main, watched already) and stops watching those no file
+// is read from any more. A directory that cannot be watched is logged:
+// its files are read again on the next change or SIGHUP.
+func (p *Provider) watchTLSDirs(w *dirWatcher, main string) {
+	want := map[string]bool{}
+	for _, f := range p.tlsPaths {
+		want[filepath.Dir(f)] = true
+	}
+	mainAbs, _ := filepath.Abs(main)
+	for d := range want {
+		if d == mainAbs {
+			continue
+		}
+		if err := w.add(d); err != nil {
+			p.log.Warn().Err(err).Str("directory", d).Msg("cannot watch the directory of TLS files: their changes are read on the next configuration change or SIGHUP")
+		}
+	}
+	for _, d := range w.watched() {
+		if d != main && !want[d] {
+			w.remove(d)
 		}
 	}
 }
@@ -220,6 +275,9 @@ func (p *Provider) Load() provider.Message {
 		if d == nil {
 			d = &config.Dynamic{}
 		}
+		d, paths, problems := ReadTLSFiles(d)
+		p.tlsPaths = paths
+		m.Problems = append(m.Problems, prefixed(p.cfg.Filename, problems)...)
 		m.Configuration = d
 		return m
 	}
@@ -230,6 +288,7 @@ func (p *Provider) Load() provider.Message {
 	}
 	var merger Merger
 	var names []string
+	var tlsPaths []string
 	for _, e := range entries {
 		if !e.IsDir() && isConfigFile(e.Name()) {
 			names = append(names, e.Name())
@@ -249,13 +308,21 @@ func (p *Provider) Load() provider.Message {
 		if warning != "" {
 			m.Warnings = append(m.Warnings, warning)
 		}
-		if d == nil || d.TCP == nil {
+		if d == nil {
 			continue
 		}
+		d, paths, problems := ReadTLSFiles(d)
+		tlsPaths = append(tlsPaths, paths...)
+		m.Problems = append(m.Problems, prefixed(path, problems)...)
 		for _, c := range merger.Add(path, d.TCP) {
 			m.Problems = append(m.Problems, c.String())
 		}
+		for _, c := range merger.AddTLS(path, d.TLS) {
+			m.Problems = append(m.Problems, c.String())
+		}
 	}
+	slices.Sort(tlsPaths)
+	p.tlsPaths = slices.Compact(tlsPaths)
 	for path := range p.lastGood {
 		if !seen[path] {
 			delete(p.lastGood, path) // removed: its configuration goes with it
@@ -264,8 +331,17 @@ func (p *Provider) Load() provider.Message {
 	if merger.TCP == nil {
 		merger.TCP = &config.TCPConfiguration{}
 	}
-	m.Configuration = &config.Dynamic{TCP: merger.TCP}
+	m.Configuration = merger.Dynamic()
 	return m
+}
+
+// prefixed names the configuration file in front of each of its problems.
+func prefixed(path string, problems []TLSFileError) []string {
+	out := make([]string, len(problems))
+	for i, p := range problems {
+		out[i] = fmt.Sprintf("file %q: %v", path, p)
+	}
+	return out
 }
 
 // keepIfEmpty returns d, remembering it as path's last good configuration,
@@ -283,10 +359,17 @@ func (p *Provider) keepIfEmpty(path string, d *config.Dynamic) (*config.Dynamic,
 }
 
 // isEmpty reports whether d configures nothing: no tcp section, or one
-// without routers, services or middlewares.
+// without routers, services, middlewares or servers transports, and no tls
+// section with anything in it.
 func isEmpty(d *config.Dynamic) bool {
-	return d == nil || d.TCP == nil ||
-		len(d.TCP.Routers) == 0 && len(d.TCP.Services) == 0 && len(d.TCP.Middlewares) == 0
+	if d == nil {
+		return true
+	}
+	if t := d.TLS; t != nil && (len(t.Certificates) > 0 || len(t.Options) > 0 || len(t.Stores) > 0) {
+		return false
+	}
+	return d.TCP == nil ||
+		len(d.TCP.Routers) == 0 && len(d.TCP.Services) == 0 && len(d.TCP.Middlewares) == 0 && len(d.TCP.ServersTransports) == 0
 }
 
 // DecodeFile decodes one YAML or TOML dynamic configuration file. Keys are

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,10 +24,12 @@ import (
 const watchMask = unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_CREATE | unix.IN_DELETE |
 	unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
 
-// dirEvent is one change of a name in the watched directory.
+// dirEvent is one change of a name in a watched directory.
 type dirEvent struct {
+	dir  string // the watched directory, as given to watchDir or add
 	name string // base name; empty for the directory itself
 	mask uint32
+	wd   int32
 }
 
 // Has reports whether the event carries every bit of m.
@@ -36,12 +39,18 @@ func (e dirEvent) Has(m uint32) bool { return e.mask&m == m }
 // re-read.
 var errOverflow = errors.New("inotify queue overflow: events were lost")
 
-// dirWatcher watches one directory.
+// dirWatcher watches directories: the configuration's, and those of the
+// TLS files it names (add, remove).
 type dirWatcher struct {
 	f      *os.File // the inotify descriptor, non-blocking, read through the poller
+	fd     int
 	Events chan dirEvent
 	Errors chan error
 	done   chan struct{}
+
+	mu   sync.Mutex
+	dirs map[int32]string // by watch descriptor
+	wds  map[string]int32
 }
 
 // watchDir starts watching dir. Close stops it.
@@ -50,18 +59,73 @@ func watchDir(dir string) (*dirWatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
 	}
-	if _, err := unix.InotifyAddWatch(fd, dir, watchMask); err != nil {
+	wd, err := unix.InotifyAddWatch(fd, dir, watchMask)
+	if err != nil {
 		_ = unix.Close(fd)
 		return nil, fmt.Errorf("watching %q: %w", dir, err)
 	}
 	w := &dirWatcher{
 		f:      os.NewFile(uintptr(fd), "inotify"),
+		fd:     fd,
 		Events: make(chan dirEvent, 64),
 		Errors: make(chan error, 1),
 		done:   make(chan struct{}),
+		dirs:   map[int32]string{int32(wd): dir},
+		wds:    map[string]int32{dir: int32(wd)},
 	}
 	go w.read()
 	return w, nil
+}
+
+// add watches one more directory (nothing when it is watched already).
+func (w *dirWatcher) add(dir string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.wds[dir]; ok {
+		return nil
+	}
+	wd, err := unix.InotifyAddWatch(w.fd, dir, watchMask)
+	if err != nil {
+		return fmt.Errorf("watching %q: %w", dir, err)
+	}
+	if old, ok := w.dirs[int32(wd)]; ok {
+		// The same directory under another name (a symlink): keep one.
+		delete(w.wds, old)
+	}
+	w.dirs[int32(wd)], w.wds[dir] = dir, int32(wd)
+	return nil
+}
+
+// remove stops watching dir.
+func (w *dirWatcher) remove(dir string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wd, ok := w.wds[dir]
+	if !ok {
+		return
+	}
+	delete(w.wds, dir)
+	delete(w.dirs, wd)
+	_, _ = unix.InotifyRmWatch(w.fd, uint32(wd))
+}
+
+// watched returns the directories watched.
+func (w *dirWatcher) watched() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.wds))
+	for d := range w.wds {
+		out = append(out, d)
+	}
+	return out
+}
+
+// dirOf returns the directory of watch descriptor wd ("" when no longer
+// watched).
+func (w *dirWatcher) dirOf(wd int32) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dirs[wd]
 }
 
 // Close stops the watcher; its reader ends and closes Events.
@@ -89,6 +153,12 @@ func (w *dirWatcher) read() {
 				w.report(errOverflow)
 				continue
 			}
+			if ev.mask&unix.IN_IGNORED != 0 {
+				continue // a watch removed
+			}
+			if ev.dir = w.dirOf(ev.wd); ev.dir == "" {
+				continue
+			}
 			w.Events <- ev
 		}
 	}
@@ -105,6 +175,7 @@ func (w *dirWatcher) report(err error) {
 func parseEvents(b []byte) []dirEvent {
 	var out []dirEvent
 	for len(b) >= unix.SizeofInotifyEvent {
+		wd := int32(binary.NativeEndian.Uint32(b[0:4]))
 		mask := binary.NativeEndian.Uint32(b[4:8])
 		nameLen := int(binary.NativeEndian.Uint32(b[12:16]))
 		end := unix.SizeofInotifyEvent + nameLen
@@ -118,7 +189,7 @@ func parseEvents(b []byte) []dirEvent {
 				break
 			}
 		}
-		out = append(out, dirEvent{name: string(name), mask: mask})
+		out = append(out, dirEvent{wd: wd, name: string(name), mask: mask})
 		b = b[end:]
 	}
 	return out

@@ -18,7 +18,11 @@ import (
 type Merger struct {
 	// TCP is the merged configuration, with bare names; nil until a file
 	// adds something.
-	TCP   *config.TCPConfiguration
+	TCP *config.TCPConfiguration
+	// TLS is the merged tls section: every file's certificates, in file
+	// order, and options and stores by name as for TCP's resources; nil
+	// until a file has one.
+	TLS   *config.TLSConfiguration
 	first map[provider.Resource]string
 }
 
@@ -50,7 +54,34 @@ func (m *Merger) Add(path string, tcp *config.TCPConfiguration) []Conflict {
 	conflicts = mergeMap(m, &m.TCP.Routers, tcp.Routers, provider.KindRouter, path, conflicts)
 	conflicts = mergeMap(m, &m.TCP.Services, tcp.Services, provider.KindService, path, conflicts)
 	conflicts = mergeMap(m, &m.TCP.Middlewares, tcp.Middlewares, provider.KindMiddleware, path, conflicts)
+	conflicts = mergeMap(m, &m.TCP.ServersTransports, tcp.ServersTransports, provider.KindServersTransport, path, conflicts)
 	return conflicts
+}
+
+// AddTLS merges the tls section of the file at path: its certificates are
+// added to the others, its options and stores are merged by name as Add
+// merges routers.
+func (m *Merger) AddTLS(path string, tls *config.TLSConfiguration) []Conflict {
+	if tls == nil {
+		return nil
+	}
+	if m.TLS == nil {
+		m.TLS = &config.TLSConfiguration{}
+	}
+	if m.first == nil {
+		m.first = map[provider.Resource]string{}
+	}
+	m.TLS.Certificates = append(m.TLS.Certificates, tls.Certificates...)
+	var conflicts []Conflict
+	conflicts = mergeMap(m, &m.TLS.Options, tls.Options, provider.KindTLSOptions, path, conflicts)
+	conflicts = mergeMap(m, &m.TLS.Stores, tls.Stores, provider.KindTLSStore, path, conflicts)
+	return conflicts
+}
+
+// Dynamic is the merged configuration (nil sections when no file had
+// them).
+func (m *Merger) Dynamic() *config.Dynamic {
+	return &config.Dynamic{TCP: m.TCP, TLS: m.TLS}
 }
 
 // DefinedBy returns the file that defined r first ("" when none did).

@@ -76,11 +76,16 @@ func (o Options) root() string {
 	return r
 }
 
-// Kinds of the tcp section in the order Build reports them.
-var kinds = []struct{ segment, kind string }{
-	{"routers", provider.KindRouter},
-	{"services", provider.KindService},
-	{"middlewares", provider.KindMiddleware},
+// Kinds of resources, by section and segment, in the order Build reports
+// them.
+var kinds = []struct{ section, segment, kind string }{
+	{"tcp", "routers", provider.KindRouter},
+	{"tcp", "services", provider.KindService},
+	{"tcp", "middlewares", provider.KindMiddleware},
+	{"tcp", "serversTransports", provider.KindServersTransport},
+	{"tls", "options", provider.KindTLSOptions},
+	{"tls", "stores", provider.KindTLSStore},
+	{"tls", "certificates", provider.KindTLSCertificate},
 }
 
 // group is the pairs of one resource.
@@ -99,12 +104,16 @@ type group struct {
 // other applications' keys), and so are folder keys (Consul's "dir/" with no
 // value). Under the root key:
 //
-//   - <root>/tcp/{routers,services,middlewares}/<name>/... are decoded, one
-//     resource at a time; a key that does not decode (unknown field, a value
-//     of the wrong type, two spellings of one field) drops that resource alone,
-//     with an error naming the key;
-//   - <root>/http, <root>/udp and <root>/tls are Traefik's other sections:
-//     ignored, with one warning per section (tollgate routes TCP only);
+//   - <root>/tcp/{routers,services,middlewares,serversTransports}/<name>/...,
+//     <root>/tls/{options,stores}/<name>/... and
+//     <root>/tls/certificates/<n>/{certFile,keyFile,stores/<i>} are decoded,
+//     one resource (one certificate) at a time; a key that does not decode
+//     (unknown field, a value of the wrong type, two spellings of one field)
+//     drops that resource alone, with an error naming the key. Certificate
+//     and key values are paths on the proxy's disk or PEM, read by the
+//     proxy (README, "TLS");
+//   - <root>/http and <root>/udp are Traefik's other sections: ignored, with
+//     one warning per section (tollgate routes TCP only);
 //   - any other key is an unknown key: an error that drops nothing.
 //
 // Then the router defaults apply (provider.BuildTCPRouterConfiguration): a
@@ -163,31 +172,39 @@ func Build(pairs []Pair, opts Options) provider.Result {
 			problem(provider.Problem{Key: p.Key, Value: p.Value, Severity: provider.SeverityError,
 				Message: "unknown key: " + fmt.Sprintf(format, args...) + ": ignored"})
 		}
-		switch strings.ToLower(segs[0]) {
-		case "tcp":
-		case "http", "udp", "tls":
-			s := strings.ToLower(segs[0])
-			if ignored[s] == nil {
-				sections = append(sections, s)
+		section := strings.ToLower(segs[0])
+		switch section {
+		case "tcp", "tls":
+		case "http", "udp":
+			if ignored[section] == nil {
+				sections = append(sections, section)
 			}
-			ignored[s] = append(ignored[s], p)
+			ignored[section] = append(ignored[section], p)
 			continue
 		default:
-			unknown("tollgate reads %stcp/...", prefix)
+			unknown("tollgate reads %stcp/... and %stls/...", prefix, prefix)
 			continue
 		}
+		want := "{routers,services,middlewares,serversTransports}"
+		if section == "tls" {
+			want = "{options,stores,certificates}"
+		}
 		if len(segs) < 3 || segs[1] == "" || segs[2] == "" {
-			unknown("want %s%s/{routers,services,middlewares}/<name>/...", prefix, segs[0])
+			unknown("want %s%s/%s/<name>/...", prefix, segs[0], want)
 			continue
 		}
 		kind := ""
 		for _, k := range kinds {
-			if strings.EqualFold(segs[1], k.segment) {
+			if k.section == section && strings.EqualFold(segs[1], k.segment) {
 				kind = k.kind
 			}
 		}
 		if kind == "" {
-			unknown("%q is not routers, services or middlewares", segs[1])
+			unknown("%q is not one of %s", segs[1], want)
+			continue
+		}
+		if kind == provider.KindTLSCertificate && !digits.MatchString(segs[2]) {
+			unknown("certificates is a list: its elements are numbered (%stls/certificates/0/certFile), not %q", prefix, segs[2])
 			continue
 		}
 		if strings.Contains(segs[2], "@") {
@@ -229,6 +246,13 @@ func Build(pairs []Pair, opts Options) provider.Result {
 		Services:    map[string]*config.TCPService{},
 		Middlewares: map[string]*config.TCPMiddleware{},
 	}
+	var tls *config.TLSConfiguration
+	tlsSection := func() *config.TLSConfiguration {
+		if tls == nil {
+			tls = &config.TLSConfiguration{}
+		}
+		return tls
+	}
 	for _, k := range kinds {
 		var gs []*group
 		for r, g := range groups {
@@ -236,7 +260,16 @@ func Build(pairs []Pair, opts Options) provider.Result {
 				gs = append(gs, g)
 			}
 		}
-		sort.Slice(gs, func(i, j int) bool { return gs[i].res.Name < gs[j].res.Name })
+		sort.Slice(gs, func(i, j int) bool {
+			if k.kind == provider.KindTLSCertificate { // by index, not as strings
+				a, _ := strconv.Atoi(gs[i].res.Name)
+				b, _ := strconv.Atoi(gs[j].res.Name)
+				if a != b {
+					return a < b
+				}
+			}
+			return gs[i].res.Name < gs[j].res.Name
+		})
 		for _, g := range gs {
 			res.DefinedBy[g.res] = []string{opts.SourceID}
 			d, bad, err := decodeGroup(root, g)
@@ -248,16 +281,37 @@ func Build(pairs []Pair, opts Options) provider.Result {
 				})
 				continue
 			}
-			if d.TCP == nil {
-				continue
-			}
-			switch g.res.Kind {
-			case provider.KindRouter:
+			switch {
+			case d.TCP != nil && g.res.Kind == provider.KindRouter:
 				maps.Copy(tcp.Routers, d.TCP.Routers)
-			case provider.KindService:
+			case d.TCP != nil && g.res.Kind == provider.KindService:
 				maps.Copy(tcp.Services, d.TCP.Services)
-			case provider.KindMiddleware:
+			case d.TCP != nil && g.res.Kind == provider.KindMiddleware:
 				maps.Copy(tcp.Middlewares, d.TCP.Middlewares)
+			case d.TCP != nil && g.res.Kind == provider.KindServersTransport && len(d.TCP.ServersTransports) > 0:
+				if tcp.ServersTransports == nil {
+					tcp.ServersTransports = map[string]*config.TCPServersTransport{}
+				}
+				maps.Copy(tcp.ServersTransports, d.TCP.ServersTransports)
+			case d.TLS != nil && g.res.Kind == provider.KindTLSOptions && len(d.TLS.Options) > 0:
+				t := tlsSection()
+				if t.Options == nil {
+					t.Options = map[string]config.TLSOptions{}
+				}
+				maps.Copy(t.Options, d.TLS.Options)
+			case d.TLS != nil && g.res.Kind == provider.KindTLSStore && len(d.TLS.Stores) > 0:
+				t := tlsSection()
+				if t.Stores == nil {
+					t.Stores = map[string]config.TLSStore{}
+				}
+				maps.Copy(t.Stores, d.TLS.Stores)
+			case d.TLS != nil && g.res.Kind == provider.KindTLSCertificate:
+				// Decoded alone, the element is the list's only one.
+				for _, c := range d.TLS.Certificates {
+					if c != nil {
+						tlsSection().Certificates = append(tlsSection().Certificates, c)
+					}
+				}
 			}
 		}
 	}
@@ -266,7 +320,7 @@ func Build(pairs []Pair, opts Options) provider.Result {
 	for _, p := range provider.BuildTCPRouterConfiguration(src, "store", prefix) {
 		problem(p)
 	}
-	res.Configuration = &config.Dynamic{TCP: tcp}
+	res.Configuration = &config.Dynamic{TCP: tcp, TLS: tls}
 	return res
 }
 

@@ -141,7 +141,6 @@ func TestBuild(t *testing.T) {
 			pairs: with(issueExample,
 				Pair{"traefik/http/routers/web/rule", "Host(`a`)"},
 				Pair{"traefik/http/routers/web/service", "web"},
-				Pair{"traefik/tls/options/default/minVersion", "VersionTLS12"},
 				Pair{"traefik/tcp/routres/x/rule", "HostSNI(`*`)"},
 				Pair{"traefik/version", "3"},
 				Pair{"traefik/tcp/", ""},
@@ -150,10 +149,9 @@ func TestBuild(t *testing.T) {
 				Pair{"other-app/tcp/routers/r/rule", "nope"},
 			),
 			problems: []problem{
-				{"traefik/tcp/routres/x/rule", "", provider.SeverityError, `unknown key: "routres" is not routers, services or middlewares: ignored`},
-				{"traefik/version", "", provider.SeverityError, "unknown key: tollgate reads traefik/tcp/...: ignored"},
+				{"traefik/tcp/routres/x/rule", "", provider.SeverityError, `unknown key: "routres" is not one of {routers,services,middlewares,serversTransports}: ignored`},
+				{"traefik/version", "", provider.SeverityError, "unknown key: tollgate reads traefik/tcp/... and traefik/tls/...: ignored"},
 				{"traefik/http/routers/web/rule", "", provider.SeverityWarning, "the http section (2 keys) is ignored"},
-				{"traefik/tls/options/default/minVersion", "", provider.SeverityWarning, "the tls section is ignored"},
 			},
 		},
 		{

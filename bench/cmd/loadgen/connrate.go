@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ type cycleLoad struct {
 	maxCycles int // over all workers
 	payload   int
 	ioTimeout time.Duration
+	tls       *tls.Config // tls-handshake: a full TLS handshake before the echo
 }
 
 type cycleStats struct {
@@ -88,6 +90,13 @@ func (l cycleLoad) cycle(d *net.Dialer, out, in []byte) string {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(l.ioTimeout))
+	if l.tls != nil {
+		tc := tls.Client(c, l.tls)
+		if err := tc.Handshake(); err != nil {
+			return errClass("handshake", err)
+		}
+		c = tc
+	}
 	if _, err := c.Write(out); err != nil {
 		return errClass("write", err)
 	}

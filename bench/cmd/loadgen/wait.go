@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"net/netip"
@@ -15,20 +16,26 @@ import (
 func waitCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	src := fs.String("src", "127.0.0.1", "source address of the probes")
-	mode := fs.String("mode", "echo", "echo | hold")
+	mode := fs.String("mode", "echo", "echo | hold | tls (a TLS handshake, then a 1-byte echo)")
 	hold := fs.Duration("hold", 200*time.Millisecond, "hold mode: how long the connection must stay open")
 	return func() (*Result, error) {
 		a, err := netip.ParseAddr(*src)
 		if err != nil || !a.IsLoopback() {
 			return nil, fmt.Errorf("-src %q: want a loopback address", *src)
 		}
-		if *mode != "echo" && *mode != "hold" {
-			return nil, fmt.Errorf("-mode %q: want echo or hold", *mode)
+		if *mode != "echo" && *mode != "hold" && *mode != "tls" {
+			return nil, fmt.Errorf("-mode %q: want echo, hold or tls", *mode)
 		}
 		d := newDialer(a, c.dialTimeout)
 		end := time.Now().Add(*timeout)
 		for time.Now().Before(end) {
-			if *mode == "echo" {
+			if *mode == "tls" {
+				l := cycleLoad{target: c.target, ioTimeout: time.Second,
+					tls: &tls.Config{ServerName: "bench.example", InsecureSkipVerify: true}}
+				if l.cycle(d, []byte{'w'}, make([]byte, 1)) == "" {
+					return nil, nil
+				}
+			} else if *mode == "echo" {
 				if cn, o, _ := probe(d, c.target, time.Second); o == Admitted {
 					cn.Close()
 					return nil, nil

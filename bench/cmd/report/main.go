@@ -41,6 +41,10 @@ var rows = []row{
 	{"conn-rate", "proxy_cpu_us_per_conn", "conn-rate: proxy CPU µs/conn", "%.1f"},
 	{"conn-rate", "errors", "conn-rate: errors", "%.0f"},
 	{"conn-rate", "host_cpu_busy_pct", "conn-rate: host CPU busy %", "%.0f"},
+	{"tls-handshake", "handshakes_per_s", "tls-handshake: full handshakes/s", "%.0f"},
+	{"tls-handshake", "proxy_cpu_us_per_handshake", "tls-handshake: proxy CPU µs/handshake", "%.1f"},
+	{"tls-handshake", "p50_ms", "tls-handshake: p50 ms", "%.2f"},
+	{"tls-handshake", "errors", "tls-handshake: errors", "%.0f"},
 
 	{"rr", "round_trips_per_s", "rr: round trips/s (100 B each way)", "%.0f"},
 	{"rr", "p50_ms", "rr: p50 ms", "%.3f"},

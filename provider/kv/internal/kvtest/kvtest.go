@@ -126,6 +126,18 @@ func metric(t testing.TB, api, series string) string {
 	return ""
 }
 
+// get returns the status and body of a GET of url.
+func get(t testing.TB, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // OutageFor is how long E2E keeps the store down.
 const OutageFor = 5 * time.Second
 
@@ -227,6 +239,31 @@ func E2E(t *testing.T, s Store) {
 			t.Errorf("the log does not name %s", key)
 		}
 		s.DeletePrefix(t, "traefik/tcp/routers/bad/")
+		until(t, time.Now(), 3*time.Second, func() bool { return len(tg.Rawdata(t).Provider(p).Problems) == 0 }, "the problem gone with the keys")
+	})
+
+	t.Run("servers transports and TLS options from keys; a bad key drops only its transport", func(t *testing.T) {
+		const bad = "traefik/tcp/serversTransports/bad/dialTimeout"
+		s.Put(t, "traefik/tcp/serversTransports/pg/dialTimeout", "5s")
+		s.Put(t, "traefik/tcp/serversTransports/pg/tls/serverName", "db.internal")
+		s.Put(t, "traefik/tls/options/mtls/minVersion", "VersionTLS13")
+		s.Put(t, bad, "soon")
+		until(t, time.Now(), 3*time.Second, func() bool {
+			code, body := get(t, "http://"+tg.API+"/api/tcp/serversTransports/"+q("pg"))
+			return code == 200 && strings.Contains(body, `"dialTimeout": "5s"`) && strings.Contains(body, `"serverName": "db.internal"`) &&
+				strings.Contains(strings.Join(tg.Rawdata(t).Provider(p).Problems, "\n"), bad)
+		}, "%s at /api/tcp/serversTransports and a problem naming %s", q("pg"), bad)
+		if code, _ := get(t, "http://"+tg.API+"/api/tcp/serversTransports/"+q("bad")); code != 404 {
+			t.Errorf("%s: %d, want 404 (dropped for its bad key)", q("bad"), code)
+		}
+		if _, body := get(t, "http://"+tg.API+"/api/rawdata"); !strings.Contains(body, `"`+q("mtls")+`"`) {
+			t.Errorf("rawdata has no TLS options %s", q("mtls"))
+		}
+		if rd := tg.Rawdata(t); rd.Routers[router].Status != "enabled" {
+			t.Errorf("%s is %q next to the bad transport, want enabled", router, rd.Routers[router].Status)
+		}
+		s.DeletePrefix(t, "traefik/tcp/serversTransports/")
+		s.DeletePrefix(t, "traefik/tls/")
 		until(t, time.Now(), 3*time.Second, func() bool { return len(tg.Rawdata(t).Provider(p).Problems) == 0 }, "the problem gone with the keys")
 	})
 

@@ -1,0 +1,486 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	proxyproto "github.com/pires/go-proxyproto"
+	"golang.org/x/sys/unix"
+
+	"github.com/tollgate-proxy/tollgate/internal/ratelog"
+	"github.com/tollgate-proxy/tollgate/proxy/tcp"
+)
+
+// Connections served by goroutines (README, "TLS termination"). The event
+// loops cannot do TLS: a connection whose router terminates TLS, or whose
+// server is dialled with TLS, is routed and admitted on its loop like any
+// other (the ClientHello read there, inFlightConn, ipAllowList and
+// rateLimit decided before any handshake work), then leaves the loop: its
+// socket becomes a *net.TCPConn, and one goroutine (with a second for the
+// backend-to-client direction) does the handshakes, the dial and the copy.
+// The entry point owns these goroutines: Shutdown closes their sockets at
+// the end of the drain and waits for them.
+
+// gconn is one connection served by goroutines. It is the tcp.Conn's
+// Socket from the moment it leaves the loop.
+type gconn struct {
+	c      *tcp.Conn
+	ep     *EntryPoint
+	raw    *net.TCPConn // the client socket
+	stream net.Conn     // what the client's bytes are read from: raw, or the TLS connection
+	began  time.Time
+
+	mu      sync.Mutex
+	closed  bool     // abort ran: every socket is closed, new ones are closed at once
+	backend net.Conn // once dialled
+}
+
+var _ tcp.Socket = (*gconn)(nil)
+
+// Refuse ends the client socket (tcp.Socket). The caller finished the Conn.
+func (g *gconn) Refuse(gently bool) {
+	if gently {
+		_ = g.raw.CloseWrite()
+	} else {
+		_ = g.raw.SetLinger(0)
+	}
+	_ = g.raw.Close()
+	g.setBackend(nil)
+}
+
+// LocalAddr is the address the client connected to (tcp.Socket).
+func (g *gconn) LocalAddr() netip.AddrPort { return addrPort(g.raw.LocalAddr()) }
+
+// Later runs run at once (tcp.Socket): the connection's own goroutine is
+// the one asking.
+func (g *gconn) Later(run, _ func()) { run() }
+
+// setBackend records the backend socket, so that an abort closes it; nil
+// closes the one recorded.
+func (g *gconn) setBackend(b net.Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if b == nil {
+		if g.backend != nil {
+			_ = g.backend.Close()
+		}
+		return true
+	}
+	if g.closed {
+		_ = b.Close()
+		return false
+	}
+	g.backend = b
+	return true
+}
+
+// abort closes the connection's sockets (the end of a shutdown drain); its
+// goroutines then end.
+func (g *gconn) abort() {
+	g.mu.Lock()
+	g.closed = true
+	b := g.backend
+	g.mu.Unlock()
+	_ = g.raw.Close()
+	if b != nil {
+		_ = b.Close()
+	}
+}
+
+// detach takes rc's connection off its loop and returns it as a gconn, or
+// nil when that failed (then the connection is refused). It runs on the
+// loop, in the router's chain.
+func detach(rc *rconn) *gconn {
+	c := &rc.c
+	c.LocalAddr() // while the raw socket is at hand
+	if rc.cReg {
+		_ = unix.EpollCtl(rc.l.epfd, unix.EPOLL_CTL_DEL, rc.cfd, nil)
+		rc.cReg = false
+	}
+	if rc.timerAt != 0 {
+		rc.l.arm(rc, 0)
+	}
+	rc.releaseHeld()
+	f := os.NewFile(uintptr(rc.cfd), "client")
+	nc, err := net.FileConn(f) // a duplicate in Go's poller
+	_ = f.Close()
+	rc.cfd = -1
+	rc.state = stateDone
+	rc.l.release(rc)
+	if err != nil {
+		rc.ep.log.Warn().Err(err).Str("client_ip", c.Client.Addr().String()).Msg("connection cannot leave its event loop: closed")
+		c.Sock = nil
+		c.Finish()
+		return nil
+	}
+	raw := nc.(*net.TCPConn)
+	g := &gconn{c: c, ep: rc.ep, raw: raw, stream: raw}
+	c.Sock, c.TCP = g, raw
+	rc.buf = nil
+	return g
+}
+
+// goServe runs serve on a goroutine the entry point owns; shutdown aborts
+// g and waits for it.
+func (e *EntryPoint) goServe(g *gconn, serve func(*gconn)) {
+	e.gmu.Lock()
+	if e.gconns == nil {
+		e.gconns = map[*gconn]struct{}{}
+	}
+	e.gconns[g] = struct{}{}
+	e.gwg.Add(1)
+	e.gmu.Unlock()
+	go func() {
+		defer func() {
+			e.gmu.Lock()
+			delete(e.gconns, g)
+			e.gmu.Unlock()
+			e.gwg.Done()
+		}()
+		serve(g)
+	}()
+}
+
+// abortGoroutines ends every goroutine-served connection of e and waits
+// (bounded) for their goroutines.
+func (e *EntryPoint) abortGoroutines() {
+	e.gmu.Lock()
+	for g := range e.gconns {
+		g.abort()
+	}
+	e.gmu.Unlock()
+	done := make(chan struct{})
+	go func() { e.gwg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		e.log.Warn().Msg("goroutine-served connections did not end within 5 s of being closed")
+	}
+}
+
+// terminator is the last handler of a terminating router's chain, after its
+// middlewares: it takes the connection off its loop, completes the TLS
+// handshake with the router's settings and hands the connection to the
+// router's service on the connection's goroutine.
+type terminator struct {
+	router   string
+	conf     *tls.Config
+	next     tcp.Handler
+	counters *TLSCounters
+}
+
+var _ tcp.Handler = (*terminator)(nil)
+
+func (t *terminator) ServeTCP(c *tcp.Conn) {
+	rc, ok := c.Sock.(*rconn)
+	if !ok {
+		c.Reject()
+		return
+	}
+	g := detach(rc)
+	if g == nil {
+		return
+	}
+	g.ep.goServe(g, t.serve)
+}
+
+// replayConn reads the bytes peeked before routing, then the socket.
+type replayConn struct {
+	*net.TCPConn
+	pending []byte
+}
+
+func (r *replayConn) Read(p []byte) (int, error) {
+	if len(r.pending) > 0 {
+		n := copy(p, r.pending)
+		r.pending = r.pending[n:]
+		return n, nil
+	}
+	return r.TCPConn.Read(p)
+}
+
+func (t *terminator) serve(g *gconn) {
+	c := g.c
+	timeout := g.ep.readTimeout
+	if timeout <= 0 {
+		timeout = handshakeDefaultTimeout
+	}
+	_ = g.raw.SetDeadline(time.Now().Add(timeout))
+	tc := tls.Server(&replayConn{TCPConn: g.raw, pending: c.Peeked}, t.conf)
+	c.Peeked = nil
+	if err := tc.Handshake(); err != nil {
+		i := classifyHandshake(err)
+		t.counters.Failures[i].Add(1)
+		if ok, suppressed := g.ep.tlsLog.Allow(ratelog.Addr(c.Client.Addr())); ok {
+			ev := g.ep.log.Info().Err(err).Str("router", t.router).Str("client_ip", c.Client.Addr().String()).Str("reason", HandshakeReasons[i])
+			if suppressed > 0 {
+				ev = ev.Uint64("suppressed", suppressed)
+			}
+			ev.Msg("TLS handshake failed")
+		}
+		c.Refuse(true)
+		return
+	}
+	_ = g.raw.SetDeadline(time.Time{})
+	t.counters.Handshakes.Add(1)
+	g.stream = tc
+	t.next.ServeTCP(c)
+}
+
+// serveGo serves a goroutine-served connection with lb: a server with a
+// free slot, the dial (TLS when the server says so), then the copy. A
+// failed dial tries the next healthy server once, as on the loop. Capped
+// servers are honoured, but a connection served here does not queue: over
+// every cap it is refused.
+func (lb *loadBalancer) serveGo(g *gconn) {
+	c := g.c
+	if lb.obs != nil {
+		g.began = time.Now()
+	}
+	var first *server
+	for attempt := 0; attempt < 2; attempt++ {
+		var srv *server
+		var slot *capServer
+		if cp := lb.cap; cp != nil {
+			cp.mu.Lock()
+			slot = cp.take()
+			cp.mu.Unlock()
+			if slot == nil {
+				if attempt == 0 {
+					cp.full.Add(1)
+				}
+				break
+			}
+			srv = &slot.srv
+		} else if idx := lb.pick(); idx >= 0 {
+			srv = &lb.servers[idx]
+		} else {
+			break
+		}
+		if attempt > 0 && srv == first {
+			if slot != nil {
+				lb.cap.release(slot)
+			}
+			break
+		}
+		first = srv
+		b, err := lb.dialGo(g, srv)
+		if err != nil {
+			if slot != nil {
+				lb.cap.release(slot)
+			}
+			lb.counters.DialErrors.Add(1)
+			if ok, suppressed := lb.counters.dialLog.Allow(ratelog.String(srv.address)); ok {
+				ev := lb.log.Warn().Err(err).Str("service", lb.name).Str("server", srv.address).Str("router", c.Router)
+				if suppressed > 0 {
+					ev = ev.Uint64("suppressed", suppressed)
+				}
+				ev.Msg("backend dial failed")
+			}
+			if len(lb.servers) < 2 {
+				break
+			}
+			continue
+		}
+		lb.proxyGo(g, srv, b)
+		if slot != nil {
+			lb.cap.release(slot)
+		}
+		return
+	}
+	c.Refuse(true)
+}
+
+// dialGo connects to srv with the service's transport: the PROXY header
+// first when configured, then TLS when the server is dialled with it. A
+// backend certificate that does not verify is an error saying why.
+func (lb *loadBalancer) dialGo(g *gconn, srv *server) (net.Conn, error) {
+	d := net.Dialer{Timeout: lb.dialTimeout, KeepAlive: lb.keepAlive}
+	b, err := d.Dial("tcp", srv.address)
+	if err != nil {
+		return nil, err
+	}
+	if !g.setBackend(b) {
+		return nil, net.ErrClosed
+	}
+	c := g.c
+	if lb.ppVer != 0 {
+		h, err := proxyproto.HeaderProxyFromAddrs(lb.ppVer, tcpAddr(c.Client), tcpAddr(c.LocalAddr())).Format()
+		if err == nil {
+			_, err = b.Write(h)
+		}
+		if err != nil {
+			_ = b.Close()
+			return nil, err
+		}
+	}
+	if !srv.tls {
+		return b, nil
+	}
+	cfg := lb.tlsConf
+	if cfg == nil {
+		cfg = &tls.Config{}
+	}
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName = srv.host
+		if srv.ap.IsValid() {
+			cfg.ServerName = srv.ap.Addr().String()
+		}
+	}
+	tc := tls.Client(b, cfg)
+	_ = b.SetDeadline(time.Now().Add(lb.dialTimeout))
+	if err := tc.Handshake(); err != nil {
+		_ = b.Close()
+		lb.counters.TLSErrors.Add(1)
+		return nil, &backendTLSError{err}
+	}
+	_ = b.SetDeadline(time.Time{})
+	if !g.setBackend(tc) {
+		return nil, net.ErrClosed
+	}
+	return tc, nil
+}
+
+// backendTLSError is a failed TLS handshake with a server (an expired or
+// wrong-name certificate, an unknown authority).
+type backendTLSError struct{ err error }
+
+func (e *backendTLSError) Error() string { return "backend TLS handshake: " + e.err.Error() }
+func (e *backendTLSError) Unwrap() error { return e.err }
+
+type closeWriter interface{ CloseWrite() error }
+
+// halfClose passes the end of one direction on: close_notify then FIN on a
+// TLS connection, FIN on TCP.
+func halfClose(conn net.Conn, raw *net.TCPConn) {
+	if cw, ok := conn.(closeWriter); ok {
+		_ = cw.CloseWrite()
+	}
+	if raw != nil && net.Conn(raw) != conn {
+		_ = raw.CloseWrite()
+	}
+}
+
+// proxyGo copies both ways between the client and b until both ended, with
+// the termination delay once one has, releasing the client's limiter slots
+// when the client's side ends (as the loop does).
+func (lb *loadBalancer) proxyGo(g *gconn, srv *server, b net.Conn) {
+	c := g.c
+	var braw *net.TCPConn
+	switch bc := b.(type) {
+	case *net.TCPConn:
+		braw = bc
+	case *tls.Conn:
+		braw, _ = bc.NetConn().(*net.TCPConn)
+	}
+	if len(c.Peeked) > 0 {
+		if _, err := b.Write(c.Peeked); err != nil {
+			c.Peeked = nil
+			lb.endGo(g, srv, b, 0, 0, true)
+			return
+		}
+		c.Peeked = nil
+	}
+	type result struct {
+		n   int64
+		err error
+	}
+	upc, dnc := make(chan result, 1), make(chan result, 1)
+	go func() {
+		n, err := io.Copy(b, g.stream)
+		if err == nil {
+			halfClose(b, braw)
+		}
+		upc <- result{n, err}
+	}()
+	go func() {
+		n, err := io.Copy(g.stream, b)
+		if err == nil {
+			halfClose(g.stream, g.raw)
+		}
+		dnc <- result{n, err}
+	}()
+	var up, dn int64
+	failed := false
+	var timer <-chan time.Time
+	closeBoth := func() {
+		_ = g.raw.Close()
+		_ = b.Close()
+	}
+	for pending := 2; pending > 0; {
+		select {
+		case r := <-upc:
+			pending--
+			up = r.n
+			upc = nil
+			if r.err != nil {
+				failed = true
+				closeBoth()
+			}
+			if lb.delay >= 0 {
+				c.ClientDone()
+			}
+			if pending > 0 && lb.delay >= 0 && timer == nil {
+				timer = time.After(lb.delay)
+			}
+		case r := <-dnc:
+			pending--
+			dn = r.n
+			dnc = nil
+			if r.err != nil {
+				failed = true
+				closeBoth()
+			}
+			if pending > 0 && lb.delay >= 0 && timer == nil {
+				timer = time.After(lb.delay)
+			}
+		case <-timer:
+			failed = true
+			timer = nil
+			closeBoth()
+		}
+	}
+	lb.endGo(g, srv, b, up, dn, failed)
+}
+
+// endGo closes both sockets, reports the connection to the observers and
+// finishes it.
+func (lb *loadBalancer) endGo(g *gconn, srv *server, b net.Conn, up, dn int64, failed bool) {
+	_ = g.raw.Close()
+	_ = b.Close()
+	c := g.c
+	if o := lb.obs; o != nil {
+		d := time.Since(g.began)
+		if o.metrics {
+			rs := o.st.routerStats.get(c.Router)
+			rs.BytesIn.Add(uint64(up))
+			rs.BytesOut.Add(uint64(dn))
+			rs.Duration.Observe(d)
+		}
+		if o.log != nil {
+			end := "closed"
+			if failed {
+				end = "error"
+			}
+			o.log.Log().
+				Str("entrypoint", c.EntryPoint).
+				Str("router", c.Router).
+				Str("service", lb.name).
+				Str("server", srv.address).
+				Str("client_ip", c.Client.Addr().String()).
+				Uint16("client_port", c.Client.Port()).
+				Float64("duration_ms", float64(d.Microseconds())/1e3).
+				Int64("bytes_in", up).
+				Int64("bytes_out", dn).
+				Str("end", end).
+				Send()
+		}
+	}
+	c.Finish()
+}
