@@ -39,7 +39,7 @@ var importRules = map[string][]string{
 	"proxy/rule":                       {"config", "internal/expr", "proxy/tcp"},
 	"proxy":                            {"config", "internal/ratelog", "middleware/", "proxy/rule", "proxy/tcp"},
 	"api":                              {"config", "internal/upgrade", "middleware/", "provider", "proxy"},
-	"check":                            {"config", "internal/decodeerr", "labels", "provider", "provider/", "proxy"},
+	"check":                            {"config", "internal/decodeerr", "labels", "middleware/inflightconn", "provider", "provider/", "proxy"},
 	"examples/echo":                    {},
 }
 

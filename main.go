@@ -24,11 +24,13 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/cmdline"
 	"github.com/tollgate-proxy/tollgate/internal/upgrade"
+	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
 	"github.com/tollgate-proxy/tollgate/provider/docker"
 	"github.com/tollgate-proxy/tollgate/provider/file"
 	"github.com/tollgate-proxy/tollgate/provider/kubernetescrd"
+	"github.com/tollgate-proxy/tollgate/provider/kv"
 	kvconsul "github.com/tollgate-proxy/tollgate/provider/kv/consul"
 	kvetcd "github.com/tollgate-proxy/tollgate/provider/kv/etcd"
 	kvredis "github.com/tollgate-proxy/tollgate/provider/kv/redis"
@@ -155,6 +157,13 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 		return err
 	}
 	srv.State().SetConnObservers(obs)
+	stores, err := sharedStores(st.Stores, log)
+	if err != nil {
+		srv.Shutdown(context.Background())
+		return err
+	}
+	defer closeStores(stores) // after the drain: the last releases reach the store
+	srv.State().Limiters.SetStores(stores)
 	var resolvers []string
 	for name, r := range st.CertificatesResolvers {
 		resolvers = append(resolvers, name)
@@ -448,4 +457,42 @@ func connObservers(st *config.Static) (proxy.ConnObservers, error) {
 		o.AccessLog = &l
 	}
 	return o, nil
+}
+
+// sharedStores connects (in the background) to the stores of the static
+// configuration that inFlightConn middlewares name (README, "Running
+// several replicas"). A store that cannot be configured is a static
+// configuration error naming its option.
+func sharedStores(cfgs map[string]*config.Store, log zerolog.Logger) (map[string]*inflightconn.Store, error) {
+	stores := map[string]*inflightconn.Store{}
+	names := make([]string, 0, len(cfgs))
+	for n := range cfgs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		c := cfgs[name]
+		if c == nil || c.Redis == nil {
+			closeStores(stores)
+			return nil, fmt.Errorf("stores.%s: no store type: set stores.%s.redis.endpoints", name, name)
+		}
+		tc, err := kv.TLSConfig(c.Redis.TLS, "stores."+name+".redis.tls")
+		if err != nil {
+			closeStores(stores)
+			return nil, err
+		}
+		s, err := inflightconn.NewRedisStore(name, c.Redis, tc, log)
+		if err != nil {
+			closeStores(stores)
+			return nil, err
+		}
+		stores[name] = s
+	}
+	return stores, nil
+}
+
+func closeStores(stores map[string]*inflightconn.Store) {
+	for _, s := range stores {
+		s.Close()
+	}
 }

@@ -119,6 +119,10 @@ func (s Sources) withLive(rt *proxy.Runtime, top int) map[string]*proxy.Middlewa
 			cp := *mi
 			st := l.Snapshot(top)
 			cp.Limiter = &st
+			if store := l.Store(); store != nil {
+				ss := store.State(l)
+				cp.Store = &ss
+			}
 			mi = &cp
 		}
 		if l := mi.LiveRateLimiter(); l != nil {

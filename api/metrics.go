@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tollgate-proxy/tollgate/internal/upgrade"
+	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
 	"github.com/tollgate-proxy/tollgate/middleware/ipallowlist"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/proxy"
@@ -57,6 +58,10 @@ var (
 	descProvLast   = prometheus.NewDesc("tollgate_provider_last_reload_timestamp_seconds", "When the provider last delivered a configuration.", []string{"provider"}, nil)
 	descProvErrAt  = prometheus.NewDesc("tollgate_provider_error_since_timestamp_seconds", "Since when the provider has been failing (absent while it is not).", []string{"provider"}, nil)
 	descRLClients  = prometheus.NewDesc("tollgate_ratelimit_clients", "Client keys whose bucket is not full, per rateLimit limiter (its per-IP entries).", []string{"middleware"}, nil)
+	descStoreUp    = prometheus.NewDesc("tollgate_inflightconn_store_up", "1 when the shared store of an inFlightConn limiter answers and this replica's shares are asserted, 0 while its failureMode applies.", []string{"middleware", "store", "failure_mode"}, nil)
+	descStoreFall  = prometheus.NewDesc("tollgate_inflightconn_store_fallbacks_total", "Connections admitted by the amount per replica while the shared store was unreachable (failureMode open), per inFlightConn limiter.", []string{"middleware"}, nil)
+	descStoreRT    = prometheus.NewDesc("tollgate_store_round_trip_seconds", "Round trips to a shared store (pipelined batches of admissions and releases, lease refreshes).", []string{"store"}, nil)
+	descStoreFail  = prometheus.NewDesc("tollgate_store_round_trip_errors_total", "Round trips to a shared store that failed or timed out.", []string{"store"}, nil)
 	descAmount     = prometheus.NewDesc("tollgate_inflightconn_limit", "The per-client amount of an inFlightConn limiter.", []string{"middleware"}, nil)
 	descBytesIn    = prometheus.NewDesc("tollgate_router_bytes_in_total", "Bytes from clients to backends, per router, counted when a connection closes.", []string{"router"}, nil)
 	descBytesOut   = prometheus.NewDesc("tollgate_router_bytes_out_total", "Bytes from backends to clients, per router, counted when a connection closes.", []string{"router"}, nil)
@@ -76,7 +81,7 @@ type collector struct {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descEPUnrouted, descEPAcceptEr, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descFallbacks, descSrvOpen, descSrvMax, descQueued, descQueueRej, descReloads, descLastReload, descProvider, descProvUpd, descProvErr,
-		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descRLClients, descBytesIn, descBytesOut, descDuration, descTLSOK, descTLSFail, descTLSBackend} {
+		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descRLClients, descStoreUp, descStoreFall, descStoreRT, descStoreFail, descBytesIn, descBytesOut, descDuration, descTLSOK, descTLSFail, descTLSBackend} {
 		ch <- d
 	}
 }
@@ -93,6 +98,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descEPAcceptEr, prometheus.CounterValue, float64(ep.AcceptErrors()), name)
 	}
 	st := c.srv.State()
+	stores := map[*inflightconn.Store]bool{}
+	defer func() {
+		for s := range stores {
+			n, total, failed := s.RoundTrips()
+			ch <- prometheus.MustNewConstSummary(descStoreRT, n, total.Seconds(), nil, s.Name())
+			ch <- prometheus.MustNewConstMetric(descStoreFail, prometheus.CounterValue, float64(failed), s.Name())
+		}
+	}()
 	for _, name := range st.Limiters.Names() {
 		l := st.Limiters.Lookup(name)
 		if l == nil {
@@ -106,7 +119,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			result = "would_reject"
 		}
 		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Admitted), name, "accepted", "")
-		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Rejected), name, result, "inflightconn_limit")
+		fallbacks, unreachable, queueFull := l.StoreCounts()
+		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Rejected-unreachable-queueFull), name, result, "inflightconn_limit")
+		if store := l.Store(); store != nil {
+			up := 0.0
+			if store.Reachable() {
+				up = 1
+			}
+			ss := store.State(l)
+			ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(unreachable), name, "rejected", "store_unreachable")
+			ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(queueFull), name, "rejected", "store_queue_full")
+			ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, up, name, store.Name(), ss.FailureMode)
+			ch <- prometheus.MustNewConstMetric(descStoreFall, prometheus.CounterValue, float64(fallbacks), name)
+			stores[store] = true
+		}
 		ch <- prometheus.MustNewConstMetric(descAmount, prometheus.GaugeValue, float64(s.Amount), name)
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(s.InFlight), name)
 		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(s.DistinctIPs), name)

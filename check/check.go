@@ -27,6 +27,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/decodeerr"
+	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
 	"github.com/tollgate-proxy/tollgate/provider/docker"
@@ -412,6 +413,7 @@ func (c *checker) compile() *Report {
 	}
 	st := proxy.NewState(zerolog.Nop())
 	st.Close() // compile without starting health checkers: check does no I/O
+	st.Limiters.SetStores(namedStores(merged))
 	_, rt := proxy.Compile(merged, eps, st, zerolog.Nop())
 
 	// The report shows the configuration without its private keys.
@@ -580,4 +582,21 @@ func (p Problem) String() string {
 	}
 	fmt.Fprintf(&b, "%s: %s", p.Severity, p.Message)
 	return b.String()
+}
+
+// namedStores is a store for every name an inFlightConn middleware gives as
+// its store: check reads no static configuration, so, as with entry
+// points, every store named is taken to exist. The stores are never
+// reached (check does no I/O).
+func namedStores(cfg *config.TCPConfiguration) map[string]*inflightconn.Store {
+	stores := map[string]*inflightconn.Store{}
+	if cfg == nil {
+		return stores
+	}
+	for _, m := range cfg.Middlewares {
+		if m != nil && m.InFlightConn != nil && m.InFlightConn.Store != "" {
+			stores[m.InFlightConn.Store] = inflightconn.OfflineStore(m.InFlightConn.Store)
+		}
+	}
+	return stores
 }

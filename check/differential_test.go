@@ -91,6 +91,7 @@ func providerViewWith(containers []docker.Container, instances []consulcatalog.I
 	eps := namedEntryPoints(v.TCP)
 	st := proxy.NewState(zerolog.Nop())
 	st.Close()
+	st.Limiters.SetStores(namedStores(v.TCP)) // the static configuration defines the stores named
 	_, rt := proxy.Compile(v.TCP, eps, st, zerolog.Nop())
 	v.Status = Statuses{Routers: map[string]string{}, Services: map[string]string{}, Middlewares: map[string]string{}}
 	for name, ri := range rt.Routers {

@@ -171,6 +171,13 @@ type TCPInFlightConn struct {
 	// IPv6Subnet, when set, keys IPv6 clients by their prefix of that many bits
 	// (tollgate extension). IPv4 clients are always keyed by address.
 	IPv6Subnet *int `json:"ipv6Subnet,omitempty" toml:"ipv6Subnet,omitempty" yaml:"ipv6Subnet,omitempty" export:"true"`
+	// Store names a store of the static configuration (stores.<name>) that
+	// makes the amount one budget across every replica using the same store
+	// and middleware name (tollgate extension). Empty: this process alone.
+	Store string `json:"store,omitempty" toml:"store,omitempty" yaml:"store,omitempty" export:"true"`
+	// FailureMode is what happens while the store cannot be reached: "closed"
+	// (the default) rejects, "open" falls back to the amount per replica.
+	FailureMode string `json:"failureMode,omitempty" toml:"failureMode,omitempty" yaml:"failureMode,omitempty" export:"true"`
 }
 
 // TCPIPAllowList admits only clients whose IP is in SourceRange (IPs or CIDRs).

@@ -20,6 +20,7 @@ type Static struct {
 	Metrics     *Metrics               `description:"Metrics configuration." json:"metrics,omitempty" toml:"metrics,omitempty" yaml:"metrics,omitempty" export:"true"`
 	Log         *Log                   `description:"Log configuration." json:"log,omitempty" toml:"log,omitempty" yaml:"log,omitempty" export:"true"`
 	AccessLog   *AccessLog             `description:"Access log: one JSON line per closed connection." json:"accessLog,omitempty" toml:"accessLog,omitempty" yaml:"accessLog,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	Stores      map[string]*Store      `description:"Shared stores that inFlightConn middlewares name (store: <name>) to keep one budget across replicas." json:"stores,omitempty" toml:"stores,omitempty" yaml:"stores,omitempty" export:"true"`
 	// CertificatesResolvers are Traefik's certificate resolvers, by name. A
 	// router's tls.certResolver must name one; ACME itself is not supported
 	// (README, "TLS termination"): the acme block is accepted and ignored,
@@ -584,4 +585,36 @@ type ZooKeeperProvider struct {
 func (z *ZooKeeperProvider) SetDefaults() {
 	z.Endpoints = []string{"127.0.0.1:2181"}
 	z.RootKey = DefaultKVRootKey
+}
+
+// Store is a store shared by several tollgate replicas, named by an
+// inFlightConn middleware's store option (README, "Running several
+// replicas"). Exactly one kind is set.
+type Store struct {
+	Redis *RedisStore `description:"A Redis server, Sentinel set or Cluster." json:"redis,omitempty" toml:"redis,omitempty" yaml:"redis,omitempty" export:"true"`
+}
+
+// RedisStore is how to reach a Redis deployment and how long a replica's
+// shares live without being refreshed. Its values are judged by
+// middleware/inflightconn's store constructor, the one place they are read.
+type RedisStore struct {
+	Endpoints  []string     `description:"Redis addresses (host:port): one server, the Sentinels (with masterName), or Cluster nodes (several, without masterName)." json:"endpoints,omitempty" toml:"endpoints,omitempty" yaml:"endpoints,omitempty" export:"true"`
+	Username   string       `description:"User name (Redis ACL)." json:"username,omitempty" toml:"username,omitempty" yaml:"username,omitempty" loggable:"false"`
+	Password   string       `description:"Password." json:"password,omitempty" toml:"password,omitempty" yaml:"password,omitempty" loggable:"false"`
+	DB         int          `description:"Database number (not with Cluster)." json:"db,omitempty" toml:"db,omitempty" yaml:"db,omitempty" export:"true"`
+	MasterName string       `description:"Sentinel: the name of the monitored master; the endpoints are then Sentinels." json:"masterName,omitempty" toml:"masterName,omitempty" yaml:"masterName,omitempty" export:"true"`
+	TLS        *KVClientTLS `description:"TLS to Redis." json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" export:"true"`
+	// LeaseExpiry is how long a replica's shares outlive its last refresh:
+	// the time after which a replica that died is no longer counted.
+	LeaseExpiry Duration `description:"How long a replica's counted connections outlive its last refresh (a killed replica's are freed after this)." json:"leaseExpiry,omitempty" toml:"leaseExpiry,omitempty" yaml:"leaseExpiry,omitempty" export:"true"`
+	// Timeout bounds each round trip; a slower answer counts as the store
+	// being unreachable.
+	Timeout Duration `description:"Bound on each round trip to Redis; slower counts as unreachable." json:"timeout,omitempty" toml:"timeout,omitempty" yaml:"timeout,omitempty" export:"true"`
+}
+
+// SetDefaults reads 127.0.0.1:6379 with a 10 s lease and a 500 ms timeout.
+func (r *RedisStore) SetDefaults() {
+	r.Endpoints = []string{"127.0.0.1:6379"}
+	r.LeaseExpiry = Duration(10 * time.Second)
+	r.Timeout = Duration(500 * time.Millisecond)
 }

@@ -83,6 +83,9 @@ type MiddlewareInfo struct {
 	UsedBy  []string            `json:"usedBy,omitempty"`
 	Type    string              `json:"type,omitempty"`
 	Limiter *inflightconn.State `json:"inFlight,omitempty"`
+	// Store is the shared store an inFlightConn middleware keeps its budget
+	// in (inFlightConn.store), as this replica sees it (filled by the API).
+	Store *inflightconn.StoreState `json:"store,omitempty"`
 	// RateLimiter is a rateLimit middleware's live state ("rateLimit" is its
 	// configuration, from the embedded TCPMiddleware).
 	RateLimiter *ratelimit.State `json:"rateLimitState,omitempty"`

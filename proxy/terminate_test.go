@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io"
@@ -21,7 +22,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/provider"
 )
 
 // testCA issues certificates for the tests: a CA whose pool a client trusts.
@@ -474,12 +478,16 @@ func TestTLSInFlightConnBeforeHandshake(t *testing.T) {
 	_, dbCert, dbKey := ca.issue(t, leafOpts{}, "db.example")
 	a := startBackend(t, "A")
 	s := newServerWith(t, nil, "tls")
-	mustEnabled(t, s.Apply(&config.TCPConfiguration{
-		Routers:     map[string]*config.TCPRouter{"db@file": terminating("HostSNI(`db.example`)", "a@file", "", "limit@file")},
-		Services:    map[string]*config.TCPService{"a@file": lbConfig(a.addr())},
-		Middlewares: map[string]*config.TCPMiddleware{"limit@file": limitMW(10)},
-		TLS:         &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(dbCert, dbKey)}},
-	}))
+	// Through the watcher's Merge, as the file provider's output: bare
+	// names, the tls section at the top level.
+	mustEnabled(t, s.Apply(provider.Merge(map[string]*config.Dynamic{"file": {
+		TCP: &config.TCPConfiguration{
+			Routers:     map[string]*config.TCPRouter{"db": terminating("HostSNI(`db.example`)", "a", "", "limit")},
+			Services:    map[string]*config.TCPService{"a": lbConfig(a.addr())},
+			Middlewares: map[string]*config.TCPMiddleware{"limit": limitMW(10)},
+		},
+		TLS: &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(dbCert, dbKey)}},
+	}})))
 	type outcome struct {
 		served  bool
 		tlsByte bool // a TLS record came back to a refused client
@@ -802,4 +810,79 @@ func TestTLSInlinePEM(t *testing.T) {
 	if got := greetTLS(t, c); got != "A" {
 		t.Errorf("reached %q", got)
 	}
+}
+
+// A transport's durations reach the load balancer: set, Traefik's defaults
+// when unset, and the 10 s dial timeout of a service that names none.
+func TestServersTransportDurations(t *testing.T) {
+	st := NewState(nopLog)
+	defer st.Close()
+	svc := func(tr string) *config.TCPService {
+		return &config.TCPService{LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: "127.0.0.1:1"}}, ServersTransport: tr}}
+	}
+	tables, rt := Compile(&config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"set@file":   {EntryPoints: []string{"set"}, Rule: "HostSNI(`*`)", Service: "set@file"},
+			"unset@file": {EntryPoints: []string{"unset"}, Rule: "HostSNI(`*`)", Service: "unset@file"},
+			"none@file":  {EntryPoints: []string{"none"}, Rule: "HostSNI(`*`)", Service: "none@file"},
+		},
+		Services: map[string]*config.TCPService{"set@file": svc("fast@file"), "unset@file": svc("plain@file"), "none@file": svc("")},
+		ServersTransports: map[string]*config.TCPServersTransport{
+			"fast@file":  {DialTimeout: config.Duration(time.Second), DialKeepAlive: config.Duration(-1), TerminationDelay: config.Duration(-1)},
+			"plain@file": {},
+		},
+	}, []string{"set", "unset", "none"}, st, nopLog)
+	mustEnabled(t, rt)
+	for ep, want := range map[string][3]time.Duration{
+		"set":   {time.Second, -1, -1},
+		"unset": {TransportDialTimeout, TransportKeepAlive, 100 * time.Millisecond},
+		"none":  {DialTimeout, 0, 100 * time.Millisecond},
+	} {
+		lb := tables[ep].routes[0].handler.(*loadBalancer)
+		if got := [3]time.Duration{lb.dialTimeout, lb.keepAlive, lb.delay}; got != want {
+			t.Errorf("%s: dialTimeout, keepAlive, delay = %v, want %v", ep, got, want)
+		}
+	}
+}
+
+// A terminated connection is observed as one on a loop: one access-log line
+// with its plaintext bytes, and the router's counters.
+func TestTLSAccessLogAndCounters(t *testing.T) {
+	ca := newTestCA(t)
+	_, dbCert, dbKey := ca.issue(t, leafOpts{}, "db.example")
+	be := startBackend(t, "")
+	s := newServerWith(t, nil, "tls")
+	var buf syncBuffer
+	al := zerolog.New(&buf)
+	s.State().SetConnObservers(ConnObservers{AccessLog: &al, Metrics: true})
+	mustEnabled(t, s.Apply(&config.TCPConfiguration{
+		Routers:  map[string]*config.TCPRouter{"db@file": terminating("HostSNI(`db.example`)", "a@file", "")},
+		Services: map[string]*config.TCPService{"a@file": lbConfig(be.addr())},
+		TLS:      &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(dbCert, dbKey)}},
+	}))
+	c, err := tlsDial(t, s.addr("tls"), &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	waitFor(t, "the access log line", func() bool { return !buf.empty() })
+	var m map[string]any
+	if err := json.Unmarshal([]byte(buf.lines()[0]), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["router"] != "db@file" || m["service"] != "a@file" || m["server"] != be.addr() || m["bytes_in"] != 10.0 || m["bytes_out"] != 10.0 || m["entrypoint"] != "tls" {
+		t.Errorf("access log line %v", m)
+	}
+	waitFor(t, "router counters", func() bool {
+		n, _, _ := s.State().RouterCounters("db@file").Duration.Snapshot()
+		return n == 1 && s.State().RouterCounters("db@file").BytesIn.Load() == 10
+	})
+	waitFor(t, "the router's open gauge back to 0", func() bool { return s.State().RouterOpen("db@file").Load() == 0 })
 }

@@ -156,7 +156,7 @@ func (p *Predecessor) Run() error {
 	for i, out := range p.outstanding {
 		for k, n := range out {
 			for ; n > 0; n-- {
-				p.limiters[i].Release(k)
+				p.limiters[i].ReleaseLocal(k)
 				left++
 			}
 			delete(out, k)
@@ -247,7 +247,7 @@ func (p *Predecessor) release(m release) error {
 		out[m.key] = n - 1
 	}
 	p.st.Outstanding.Add(-1)
-	p.limiters[m.idx].Release(m.key)
+	p.limiters[m.idx].ReleaseLocal(m.key) // the old process releases its own count in a shared store
 	return nil
 }
 
@@ -270,7 +270,7 @@ func (p *Predecessor) acquire(m acquire, done func(bool)) {
 		}
 		p.mu.Unlock()
 		if ended { // answered after the old process was gone: nobody holds it
-			l.Release(m.key)
+			l.ReleaseLocal(m.key)
 			return
 		}
 		p.st.Outstanding.Add(1)
@@ -285,7 +285,7 @@ func (p *Predecessor) acquire(m acquire, done func(bool)) {
 		})
 		return
 	}
-	ok := l.Acquire(m.key)
+	ok := l.AcquireLocal(m.key) // the old process counts it in a shared store, if any
 	if ok {
 		counted()
 	}

@@ -93,9 +93,31 @@ func (l *Limiter) Remote() Remote {
 }
 
 // Import counts n connections of key k without checking the amount: they
-// are open already, in the process the counts came from. Each must be
-// released with Release(k).
-func (l *Limiter) Import(k netip.Addr, n int64) {
+// are open already, in the process the counts came from, and are not in a
+// shared store under this process's name. Each must be released with
+// ReleaseLocal(k).
+func (l *Limiter) Import(k netip.Addr, n int64) { l.add(k, n, true) }
+
+// AcquireLocal is Acquire for a connection counted here alone, not in a
+// shared store (one a predecessor asks for at an upgrade); released with
+// ReleaseLocal.
+func (l *Limiter) AcquireLocal(k netip.Addr) bool {
+	if !l.Acquire(k) {
+		return false
+	}
+	s := l.shard(k)
+	s.mu.Lock()
+	if s.loc == nil {
+		s.loc = make(map[netip.Addr]int64)
+	}
+	s.loc[k]++
+	s.mu.Unlock()
+	return true
+}
+
+// add counts n connections of k without checking the amount; local: not in
+// a shared store.
+func (l *Limiter) add(k netip.Addr, n int64, local bool) {
 	if n <= 0 {
 		return
 	}
@@ -106,6 +128,12 @@ func (l *Limiter) Import(k netip.Addr, n int64) {
 	}
 	old := s.m[k]
 	s.m[k] = old + n
+	if local {
+		if s.loc == nil {
+			s.loc = make(map[netip.Addr]int64)
+		}
+		s.loc[k] += n
+	}
 	s.mu.Unlock()
 	if old == 0 {
 		l.keys.Add(1)

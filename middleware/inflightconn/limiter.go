@@ -22,6 +22,13 @@ const shardCount = 64
 type shard struct {
 	mu sync.Mutex
 	m  map[netip.Addr]int64
+	// loc counts, of m, the connections counted here alone and not in a
+	// shared store: a predecessor's, imported at an upgrade (handover.go).
+	// Usually nil.
+	loc map[netip.Addr]int64
+	// epoch is the shared store's epoch this shard's counts are asserted
+	// in (store.go): its releases go to that epoch's share.
+	epoch uint64
 	// forward: the shard was exported (handover.go); its releases are
 	// passed on to the limiter's remote.
 	forward bool
@@ -41,7 +48,12 @@ type Limiter struct {
 	admits  atomic.Uint64 // connections admitted, ever
 	rejects atomic.Uint64 // connections rejected (or, in dry run, that would have been)
 	logs    rejectLog
-	remote  atomic.Pointer[Remote] // set while the budget is another process's (handover.go)
+	remote  atomic.Pointer[Remote]    // set while the budget is another process's (handover.go)
+	link    atomic.Pointer[storeLink] // the shared store, when the middleware names one (store.go)
+
+	fallbacks   atomic.Uint64 // admitted by the per-replica amount, the store unreachable (open)
+	unreachable atomic.Uint64 // rejected: the store unreachable (closed)
+	queueFull   atomic.Uint64 // rejected: the store's queue of round trips full
 }
 
 // NewLimiter returns an empty limiter admitting amount connections per key.
@@ -108,8 +120,16 @@ func (l *Limiter) Acquire(k netip.Addr) bool {
 }
 
 // Release ends a connection counted by Acquire(k). The entry for k is deleted
-// when its count reaches zero.
-func (l *Limiter) Release(k netip.Addr) {
+// when its count reaches zero. With a shared store, the store's count is
+// released too.
+func (l *Limiter) Release(k netip.Addr) { l.release(k, true) }
+
+// ReleaseLocal ends a connection counted by Import or AcquireLocal: here,
+// but not in the shared store (a predecessor's, at an upgrade: its store
+// count is the predecessor's own, which releases it there).
+func (l *Limiter) ReleaseLocal(k netip.Addr) { l.release(k, false) }
+
+func (l *Limiter) release(k netip.Addr, toStore bool) {
 	s := l.shard(k)
 	s.mu.Lock()
 	n, ok := s.m[k]
@@ -122,12 +142,28 @@ func (l *Limiter) Release(k netip.Addr) {
 	} else {
 		s.m[k] = n - 1
 	}
-	fwd := s.forward
+	if c, ok := s.loc[k]; ok {
+		switch {
+		case !toStore:
+			c--
+		case c > n-1: // never more counted here alone than counted
+			c = n - 1
+		}
+		if c <= 0 {
+			delete(s.loc, k)
+		} else {
+			s.loc[k] = c
+		}
+	}
+	fwd, epoch := s.forward, s.epoch
 	s.mu.Unlock()
 	if n <= 1 {
 		l.keys.Add(-1)
 	}
 	l.total.Add(-1)
+	if ln := l.link.Load(); ln != nil && toStore {
+		ln.s.release(ln.mw, k, epoch)
+	}
 	if fwd {
 		if r := l.remote.Load(); r != nil {
 			(*r).Release(k)

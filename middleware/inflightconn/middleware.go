@@ -3,6 +3,7 @@ package inflightconn
 import (
 	"errors"
 	"net/netip"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -21,8 +22,16 @@ func validate(cfg *config.TCPInFlightConn) (warning string, err error) {
 	if b := cfg.IPv6Subnet; b != nil && (*b < 1 || *b > 128) {
 		return "", config.FieldErrorf("inFlightConn.ipv6Subnet", "inFlightConn.ipv6Subnet %d is out of range 1..128", *b)
 	}
+	switch strings.ToLower(cfg.FailureMode) {
+	case "", FailOpen, FailClosed:
+	default:
+		return "", config.FieldErrorf("inFlightConn.failureMode", "inFlightConn.failureMode %q is not open or closed", cfg.FailureMode)
+	}
 	if cfg.Amount == 0 {
 		return "inFlightConn.amount is 0: every connection is rejected", nil
+	}
+	if cfg.FailureMode != "" && cfg.Store == "" {
+		return "inFlightConn.failureMode has no effect without inFlightConn.store", nil
 	}
 	return "", nil
 }
@@ -43,7 +52,18 @@ func New(name string, cfg *config.TCPInFlightConn, reg *Registry, log zerolog.Lo
 	if cfg.IPv6Subnet != nil {
 		bits = *cfg.IPv6Subnet
 	}
+	var store *Store
+	mode := FailClosed
+	if cfg.Store != "" {
+		if store = reg.store(cfg.Store); store == nil {
+			return nil, nil, "", config.FieldErrorf("inFlightConn.store", "inFlightConn.store %q: no such store in the static configuration (stores.%s.redis)", cfg.Store, cfg.Store)
+		}
+		if strings.EqualFold(cfg.FailureMode, FailOpen) {
+			mode = FailOpen
+		}
+	}
 	l = reg.Get(name, cfg.Amount, cfg.DryRun, bits)
+	l.setStore(store, name, mode)
 	log = log.With().Str("middleware", name).Str("middlewareType", "InFlightConn").Logger()
 	mw = func(next tcp.Handler) tcp.Handler {
 		return &handler{l: l, next: next, log: log}
@@ -67,6 +87,10 @@ func (h *handler) ServeTCP(c *tcp.Conn) {
 	k := h.l.Key(c.Client.Addr())
 	if r := h.l.remote.Load(); r != nil {
 		h.serveRemote(c, k, *r)
+		return
+	}
+	if ln := h.l.link.Load(); ln != nil {
+		h.serveShared(c, k, ln)
 		return
 	}
 	admitted := h.l.Acquire(k)
@@ -95,7 +119,7 @@ func (h *handler) serveRemote(c *tcp.Conn, k netip.Addr, r Remote) {
 				return
 			}
 			h.l.Import(k, 1)
-			c.DeferClient(h.l)
+			c.DeferClient((*localOnly)(h.l)) // counted by the remote, not in a shared store
 			h.next.ServeTCP(c)
 		}, func() {
 			if ok {
@@ -111,6 +135,15 @@ func (l *Limiter) Finish(c *tcp.Conn) { l.Release(l.Key(c.Client.Addr())) }
 
 var _ tcp.Finisher = (*Limiter)(nil)
 
+// localOnly is the Finisher of a connection counted here but not in the
+// limiter's shared store (one the remote admitted during a handover).
+type localOnly Limiter
+
+func (l *localOnly) Finish(c *tcp.Conn) {
+	lim := (*Limiter)(l)
+	lim.ReleaseLocal(lim.Key(c.Client.Addr()))
+}
+
 // Rejection logging: operators alert on "max number of connections reached for
 // <ip>", so the line keeps Traefik's words, but a flood must not become a log
 // flood: at most one line per client key per second and ratelog's default
@@ -123,6 +156,12 @@ type rejectLog struct{ rl ratelog.Limiter }
 // reject logs a rejection unless it is one of a flood; it reports whether
 // it did.
 func (r *rejectLog) reject(log *zerolog.Logger, k netip.Addr, dryRun bool) bool {
+	return r.rejectFor(log, k, dryRun, "max number of connections reached for "+k.String())
+}
+
+// rejectFor is reject with the reason given (the limit, or a shared store
+// that could not be asked).
+func (r *rejectLog) rejectFor(log *zerolog.Logger, k netip.Addr, dryRun bool, why string) bool {
 	ok, suppressed := r.rl.Allow(ratelog.Addr(k))
 	if !ok {
 		return false
@@ -136,6 +175,6 @@ func (r *rejectLog) reject(log *zerolog.Logger, k netip.Addr, dryRun bool) bool 
 	if suppressed > 0 {
 		ev = ev.Uint64("suppressed", suppressed)
 	}
-	ev.Str("error", "max number of connections reached for "+k.String()).Msg(msg)
+	ev.Str("error", why).Msg(msg)
 	return true
 }

@@ -12,8 +12,24 @@ import (
 //
 // The zero value is ready to use. A Registry is safe for concurrent use.
 type Registry struct {
-	mu sync.Mutex
-	m  map[string]*Limiter
+	mu     sync.Mutex
+	m      map[string]*Limiter
+	stores map[string]*Store
+}
+
+// SetStores gives the registry the shared stores of the static
+// configuration, by name, for the middlewares that name one
+// (inFlightConn.store). Set once, before the first configuration.
+func (r *Registry) SetStores(stores map[string]*Store) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stores = stores
+}
+
+func (r *Registry) store(name string) *Store {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stores[name]
 }
 
 // Get returns the limiter for name, creating it or updating its amount and dry
@@ -65,6 +81,7 @@ func (r *Registry) Sweep(keep map[string]bool) {
 	for name, l := range r.m {
 		if !keep[name] && l.total.Load() == 0 {
 			delete(r.m, name)
+			l.setStore(nil, "", "") // its lease in a shared store ends with it
 		}
 	}
 }

@@ -321,3 +321,20 @@ func TestDecodeRateLimit(t *testing.T) {
 		t.Fatalf("unwritten period and burst decoded as %v, %v; want nil (the middleware's defaults, 1s and 1)", rl.Period, rl.Burst)
 	}
 }
+
+// inFlightConn's store and failureMode decode from YAML and TOML alike
+// (README, "Running several replicas"); what they mean is the middleware's.
+func TestDecodeSharedStore(t *testing.T) {
+	for _, in := range []struct{ content, ext string }{
+		{"tcp:\n  middlewares:\n    m:\n      inFlightConn:\n        amount: 10\n        store: shared\n        failureMode: open\n", ".yaml"},
+		{"[tcp.middlewares.m.inFlightConn]\namount = 10\nstore = \"shared\"\nfailureMode = \"open\"\n", ".toml"},
+	} {
+		d, err := DecodeContent(in.content, in.ext, "dyn"+in.ext)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := d.TCP.Middlewares["m"].InFlightConn; m.Amount != 10 || m.Store != "shared" || m.FailureMode != "open" {
+			t.Fatalf("%s decoded %+v", in.ext, m)
+		}
+	}
+}

@@ -346,3 +346,17 @@ func TestBuildRateLimit(t *testing.T) {
 		t.Fatalf("secs: %s", dump(secs))
 	}
 }
+
+// inFlightConn's store and failureMode decode from KV keys (README,
+// "Running several replicas"); what they mean is the middleware's.
+func TestBuildSharedStore(t *testing.T) {
+	res := Build([]Pair{
+		{"traefik/tcp/middlewares/m/inFlightConn/amount", "10"},
+		{"traefik/tcp/middlewares/m/inFlightConn/store", "shared"},
+		{"traefik/tcp/middlewares/m/inFlightConn/failureMode", "closed"},
+	}, Options{})
+	m := res.Configuration.TCP.Middlewares["m"]
+	if m == nil || m.InFlightConn == nil || m.InFlightConn.Store != "shared" || m.InFlightConn.FailureMode != "closed" || m.InFlightConn.Amount != 10 {
+		t.Fatalf("built %s (problems %v)", dump(res.Configuration), res.Problems)
+	}
+}

@@ -2,8 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
-	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -25,13 +23,7 @@ type server struct {
 	cli      *goredis.Client
 }
 
-func redisBinary() (string, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return "", errors.New("no redis-server on PATH: apt-get install -y redis-server")
-	}
-	return bin, nil
-}
+func redisBinary() (string, error) { return itest.RedisBinary() }
 
 func startServer(t testing.TB, notify string) *server {
 	t.Helper()

@@ -7,107 +7,34 @@ package kvtest
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
 
-// Proc is a server process started by a test, stopped by PID.
-type Proc struct {
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-	Logs   *itest.Buffer
-}
+// Proc is a server process started by a test, stopped by PID (itest.Proc).
+type Proc = itest.Proc
 
-// StartProc runs bin with args; its output goes to p.Logs.
-func StartProc(bin string, args ...string) (*Proc, error) { return StartProcEnv(nil, bin, args...) }
+// StartProc runs bin with args (itest.StartProc).
+func StartProc(bin string, args ...string) (*Proc, error) { return itest.StartProc(bin, args...) }
 
-// StartProcEnv is StartProc with the environment env (nil: the test's).
+// StartProcEnv is StartProc with the environment env (itest.StartProcEnv).
 func StartProcEnv(env []string, bin string, args ...string) (*Proc, error) {
-	p := &Proc{Logs: &itest.Buffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = p.Logs, p.Logs
-	// Its own process group, so that a wrapper script's children are
-	// signalled with it.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
-	return p, nil
+	return itest.StartProcEnv(env, bin, args...)
 }
 
-// Exited is closed when the process has ended.
-func (p *Proc) Exited() <-chan struct{} { return p.exited }
+// FreePort returns a loopback port that was free a moment ago (itest.FreePort).
+func FreePort(t testing.TB) int { t.Helper(); return itest.FreePort(t) }
 
-// Kill ends the process (and its group) with SIGKILL, as a crash would, and
-// waits for it.
-func (p *Proc) Kill() { p.signal(syscall.SIGKILL, 10*time.Second) }
-
-// Stop ends the process with SIGTERM (SIGKILL after 10 s) and waits for it.
-func (p *Proc) Stop() {
-	if !p.signal(syscall.SIGTERM, 10*time.Second) {
-		p.signal(syscall.SIGKILL, 10*time.Second)
-	}
-}
-
-func (p *Proc) signal(sig syscall.Signal, wait time.Duration) bool {
-	select {
-	case <-p.exited:
-		return true
-	default:
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
-	select {
-	case <-p.exited:
-		return true
-	case <-time.After(wait):
-		return false
-	}
-}
-
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// Ready polls ready every 20 ms until it returns nil, the process exits, or
-// within passes.
+// Ready polls ready until it returns nil (itest.Ready).
 func Ready(p *Proc, within time.Duration, ready func() error) error {
-	deadline := time.Now().Add(within)
-	for {
-		select {
-		case <-p.Exited():
-			return fmt.Errorf("exited early:\n%s", p.Logs.String())
-		default:
-		}
-		err := ready()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready after %s (last error: %v):\n%s", within, err, p.Logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return itest.Ready(p, within, ready)
 }
 
 // EtcdBinary finds the etcd server that scripts/k8s.sh builds (with

@@ -1,0 +1,9 @@
+#!/bin/sh
+# Prints the version (exit 0), or what is missing (exit 1).
+bin=${TOLLGATE_BIN:-}
+if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+    echo "TOLLGATE_BIN='$bin' is not an executable tollgate binary"
+    exit 1
+fi
+command -v redis-server >/dev/null || { echo "no redis-server on PATH (apt-get install -y redis-server)"; exit 1; }
+echo "$("$bin" version 2>&1 | tr '\n' ' ')($bin) with $(redis-server --version | cut -d' ' -f1-3)"

@@ -1,0 +1,102 @@
+package itest
+
+import (
+	"fmt"
+	"net"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Proc is a server process started by a test, stopped by PID.
+type Proc struct {
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	Logs   *Buffer
+}
+
+// StartProc runs bin with args; its output goes to p.Logs.
+func StartProc(bin string, args ...string) (*Proc, error) { return StartProcEnv(nil, bin, args...) }
+
+// StartProcEnv is StartProc with the environment env (nil: the test's).
+func StartProcEnv(env []string, bin string, args ...string) (*Proc, error) {
+	p := &Proc{Logs: &Buffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = p.Logs, p.Logs
+	// Its own process group, so that a wrapper script's children are
+	// signalled with it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+// Exited is closed when the process has ended.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Kill ends the process (and its group) with SIGKILL, as a crash would, and
+// waits for it.
+func (p *Proc) Kill() { p.signal(syscall.SIGKILL, 10*time.Second) }
+
+// Stop ends the process with SIGTERM (SIGKILL after 10 s) and waits for it.
+func (p *Proc) Stop() {
+	if !p.signal(syscall.SIGTERM, 10*time.Second) {
+		p.signal(syscall.SIGKILL, 10*time.Second)
+	}
+}
+
+func (p *Proc) signal(sig syscall.Signal, wait time.Duration) bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	select {
+	case <-p.exited:
+		return true
+	case <-time.After(wait):
+		return false
+	}
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Ready polls ready every 20 ms until it returns nil, the process exits, or
+// within passes.
+func Ready(p *Proc, within time.Duration, ready func() error) error {
+	deadline := time.Now().Add(within)
+	for {
+		select {
+		case <-p.Exited():
+			return fmt.Errorf("exited early:\n%s", p.Logs.String())
+		default:
+		}
+		err := ready()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after %s (last error: %v):\n%s", within, err, p.Logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// PID returns the process's id.
+func (p *Proc) PID() int { return p.cmd.Process.Pid }
