@@ -414,6 +414,7 @@ func (c *checker) compile() *Report {
 	st := proxy.NewState(zerolog.Nop())
 	st.Close() // compile without starting health checkers: check does no I/O
 	st.Limiters.SetStores(namedStores(merged))
+	st.SetCertResolvers(namedResolvers(merged))
 	_, rt := proxy.Compile(merged, eps, st, zerolog.Nop())
 
 	// The report shows the configuration without its private keys.
@@ -582,6 +583,23 @@ func (p Problem) String() string {
 	}
 	fmt.Fprintf(&b, "%s: %s", p.Severity, p.Message)
 	return b.String()
+}
+
+// namedResolvers is every certificate resolver a router names: check
+// reads no static configuration, so, as with stores, every resolver named
+// is taken to exist (the proxy's compile still warns that ACME is not
+// supported).
+func namedResolvers(cfg *config.TCPConfiguration) []string {
+	var names []string
+	if cfg == nil {
+		return names
+	}
+	for _, r := range cfg.Routers {
+		if r != nil && r.TLS != nil && r.TLS.CertResolver != "" {
+			names = append(names, r.TLS.CertResolver)
+		}
+	}
+	return names
 }
 
 // namedStores is a store for every name an inFlightConn middleware gives as
