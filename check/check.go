@@ -289,6 +289,22 @@ func (c *checker) mergeFile(d *config.Dynamic, o origin) {
 	}
 }
 
+// mergeProblem reports a problem of the providers' merge (TLS options or
+// a store named `default` in several providers), placed on the dynamic
+// file that defines it when one does.
+func (c *checker) mergeProblem(msg string) {
+	kind, section := provider.KindTLSOptions, "options"
+	if strings.HasPrefix(msg, "TLS store") {
+		kind, section = provider.KindTLSStore, "stores"
+	}
+	p := Problem{Resource: provider.DefaultTLSName, Severity: SeverityError, Message: msg, DisablesRouter: kind == provider.KindTLSOptions}
+	if file := c.fileMerger.DefinedBy(provider.Resource{Kind: kind, Name: provider.DefaultTLSName}); file != "" {
+		p.File = file
+		c.locatePath(&p, c.fileOrigins[file], []string{"tls", section, provider.DefaultTLSName}, "tls."+section+"."+provider.DefaultTLSName)
+	}
+	c.problems = append(c.problems, located{Problem: p, fileIdx: c.fileOrigins[p.File].fileIdx, line: p.Line})
+}
+
 // locatePath places p on the key path of a dynamic file (segments of
 // digits are list indexes); key is how the problem names it.
 func (c *checker) locatePath(p *Problem, o origin, path []string, key string) {
@@ -375,7 +391,10 @@ func (c *checker) buildProblem(prov, noun string, bp provider.Problem) {
 // error into a located problem. Problems about inputs come in input order
 // (file, then line), then the compiler's, by resource.
 func (c *checker) compile() *Report {
-	merged := provider.Merge(c.build())
+	merged, mergeProblems := provider.MergeReport(c.build())
+	for _, msg := range mergeProblems {
+		c.mergeProblem(msg)
+	}
 	sort.SliceStable(c.problems, func(i, j int) bool {
 		a, b := c.problems[i], c.problems[j]
 		if a.fileIdx != b.fileIdx {
@@ -395,6 +414,7 @@ func (c *checker) compile() *Report {
 	st := proxy.NewState(zerolog.Nop())
 	st.Close() // compile without starting health checkers: check does no I/O
 	st.Limiters.SetStores(namedStores(merged))
+	st.SetCertResolvers(namedResolvers(merged))
 	_, rt := proxy.Compile(merged, eps, st, zerolog.Nop())
 
 	// The report shows the configuration without its private keys.
@@ -563,6 +583,23 @@ func (p Problem) String() string {
 	}
 	fmt.Fprintf(&b, "%s: %s", p.Severity, p.Message)
 	return b.String()
+}
+
+// namedResolvers is every certificate resolver a router names: check
+// reads no static configuration, so, as with stores, every resolver named
+// is taken to exist (the proxy's compile still warns that ACME is not
+// supported).
+func namedResolvers(cfg *config.TCPConfiguration) []string {
+	var names []string
+	if cfg == nil {
+		return names
+	}
+	for _, r := range cfg.Routers {
+		if r != nil && r.TLS != nil && r.TLS.CertResolver != "" {
+			names = append(names, r.TLS.CertResolver)
+		}
+	}
+	return names
 }
 
 // namedStores is a store for every name an inFlightConn middleware gives as

@@ -129,3 +129,113 @@ func TestTLSLabelsArePlaced(t *testing.T) {
 		t.Fatalf("merged %+v %+v", svc, r)
 	}
 }
+
+// Issue 16's acceptance, through tollgate check's decode, merge and the
+// proxy's compile: Traefik v3's own serversTransport labels (its label
+// test's Service0 and Service1, with the deprecated terminationDelay and
+// proxyProtocol beside the transport) decode and apply with a transport a
+// file defines; the deprecated fields warn; a transport that exists nowhere
+// disables its service.
+func TestTraefikServersTransportLabelsApply(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "transports.yml")
+	if err := os.WriteFile(file, []byte("tcp:\n  serversTransports:\n    foo:\n      dialTimeout: 5s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lbls := filepath.Join(dir, "Test.labels")
+	if err := os.WriteFile(lbls, []byte(strings.Join([]string{
+		"traefik.tcp.routers.Router0.rule=HostSNI(`*`)",
+		"traefik.tcp.routers.Router0.service=Service0",
+		"traefik.tcp.routers.Router1.rule=HostSNI(`*`)",
+		"traefik.tcp.routers.Router1.service=Service1",
+		"traefik.tcp.routers.Router1.priority=42",
+		"traefik.tcp.routers.Router2.rule=HostSNI(`*`)",
+		"traefik.tcp.routers.Router2.service=Service2",
+		"traefik.tcp.routers.Router2.priority=43",
+		"traefik.tcp.services.Service0.loadbalancer.server.Port=42",
+		"traefik.tcp.services.Service0.loadbalancer.serversTransport=foo@file",
+		"traefik.tcp.services.Service1.loadbalancer.server.Port=42",
+		"traefik.tcp.services.Service1.loadbalancer.TerminationDelay=42",
+		"traefik.tcp.services.Service1.loadbalancer.proxyProtocol=true",
+		"traefik.tcp.services.Service1.loadbalancer.serversTransport=foo@file",
+		"traefik.tcp.services.Service2.loadbalancer.server.Port=42",
+		"traefik.tcp.services.Service2.loadbalancer.serversTransport=foo",
+	}, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := Files([]string{file, lbls}, DefaultOptions())
+	lb := func(name string) *config.TCPServersLoadBalancer {
+		s := rep.TCP.Services[name]
+		if s == nil || s.LoadBalancer == nil {
+			t.Fatalf("no service %s in %+v", name, rep.TCP.Services)
+		}
+		return s.LoadBalancer
+	}
+	if st := lb("Service0@docker").ServersTransport; st != "foo@file" {
+		t.Errorf("Service0 transport %q", st)
+	}
+	if l := lb("Service1@docker"); l.ServersTransport != "foo@file" || l.TerminationDelay == nil || *l.TerminationDelay != 42 || l.ProxyProtocol == nil || l.ProxyProtocol.Version != 2 {
+		t.Errorf("Service1 %+v", l)
+	}
+	if st := lb("Service2@docker").ServersTransport; st != "foo@docker" {
+		t.Errorf("Service2 transport %q, want foo@docker (a bare name is the container's provider's)", st)
+	}
+	if s := rep.Status.Services["Service0@docker"]; s != "enabled" {
+		t.Errorf("Service0 is %q, want enabled with the file's transport", s)
+	}
+	if s := rep.Status.Services["Service1@docker"]; s != "warning" {
+		t.Errorf("Service1 is %q, want warning (deprecated fields beside a transport)", s)
+	}
+	if s := rep.Status.Services["Service2@docker"]; s != "disabled" {
+		t.Errorf("Service2 is %q, want disabled (foo@docker exists nowhere)", s)
+	}
+	var msgs []string
+	for _, p := range rep.Problems {
+		msgs = append(msgs, p.String())
+	}
+	all := strings.Join(msgs, "\n")
+	// Each placed on its label's line.
+	for _, w := range []struct {
+		line     int
+		key, msg string
+	}{
+		{12, "traefik.tcp.services.Service1.loadbalancer.TerminationDelay", "loadBalancer.terminationDelay is deprecated"},
+		{13, "traefik.tcp.services.Service1.loadbalancer.proxyProtocol", "loadBalancer.proxyProtocol is deprecated"},
+		{16, "traefik.tcp.services.Service2.loadbalancer.serversTransport", `servers transport "foo@docker" does not exist`},
+	} {
+		found := false
+		for _, p := range rep.Problems {
+			found = found || p.File == lbls && p.Line == w.line && p.Key == w.key && strings.Contains(p.Message, w.msg)
+		}
+		if !found {
+			t.Errorf("no problem on %s:%d (%s) saying %q; problems:\n%s", lbls, w.line, w.key, w.msg, all)
+		}
+	}
+	t.Logf("problems:\n%s", all)
+}
+
+// TLS options named default in two providers (a file and a KV store):
+// neither applies, as in the running tollgate, and the problem is placed
+// on the file's definition.
+func TestDefaultTLSOptionsInTwoProviders(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tls.yml")
+	if err := os.WriteFile(file, []byte("tcp:\n  routers:\n    r:\n      rule: HostSNI(`*`)\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers: [{address: \"127.0.0.1:1\"}]\ntls:\n  options:\n    default:\n      minVersion: VersionTLS12\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dump := filepath.Join(dir, "kv.txt")
+	if err := os.WriteFile(dump, []byte("traefik/tls/options/default/minVersion VersionTLS13\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := Files([]string{file, dump}, DefaultOptions())
+	if _, ok := rep.TCP.TLS.Options["default"]; ok {
+		t.Error("default options from two providers apply")
+	}
+	found := false
+	for _, p := range rep.Problems {
+		found = found || p.File == file && p.Line == 12 && p.Key == "tls.options.default" && strings.Contains(p.Message, `TLS options "default" defined in several providers`) && p.DisablesRouter
+	}
+	if !found {
+		t.Fatalf("problems %+v: want the merge's, on %s:12", rep.Problems, file)
+	}
+}

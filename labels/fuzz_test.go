@@ -38,6 +38,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add("Traefik.tcp.routers.r.rule=a\ntraefik.tcp.routers.r.rule=b")
 	f.Add("traefik.swarm.network=n\ntraefik.swarm.lbswarm=true\ntraefik.docker.network=m")
 	f.Add("traefik.docker.lbswarm=yes\ntraefik.Swarm.Network=x")
+	f.Add("traefik.tcp.services.s.loadbalancer.serverstransport=t@file\ntraefik.tcp.services.s.loadbalancer.server.tls=true\ntraefik.tcp.routers.r.tls.domains[0].sans=a,b")
+	f.Add("traefik.tls.stores.default.defaultgeneratedcert.domain.main=x\ntraefik.tls.options.o.minversion=v\ntraefik.tcp.serverstransports.t.tls=true")
 	f.Fuzz(func(t *testing.T, blob string) {
 		m := parseBlob(blob)
 		check := func(what string, err error) {

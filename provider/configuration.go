@@ -123,6 +123,9 @@ type Source struct {
 	// (Problem.Source).
 	ID, Name string
 	TCP      *config.TCPConfiguration
+	// TLS is what the input's labels declare of the tls section: stores
+	// only (labels.Decode refuses the rest).
+	TLS *config.TLSConfiguration
 }
 
 // Result is what a label or tag provider's pure build returns.
@@ -331,6 +334,47 @@ func MergeSources(sources []Source) (*config.TCPConfiguration, []Problem, map[Re
 	return out, problems, definedBy
 }
 
+// MergeSourcesTLS merges the inputs' TLS stores (the only part of the tls
+// section labels declare) as MergeSources merges middlewares: same-named
+// stores must be equal, or the name is dropped with a problem naming every
+// input that defined it. It returns nil when no input has a store.
+func MergeSourcesTLS(sources []Source) (*config.TLSConfiguration, []Problem, map[Resource][]string) {
+	stores := map[string]config.TLSStore{}
+	definedBy := map[Resource][]string{}
+	names := map[string][]string{}
+	conflict := map[string]string{}
+	for _, src := range sources {
+		if src.TLS == nil {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(src.TLS.Stores)) {
+			r := Resource{KindTLSStore, name}
+			definedBy[r] = append(definedBy[r], src.ID)
+			names[name] = append(names[name], src.Name)
+			st := src.TLS.Stores[name]
+			if prev, ok := stores[name]; ok && !reflect.DeepEqual(prev, st) {
+				if _, seen := conflict[name]; !seen {
+					conflict[name] = src.ID
+				}
+				continue
+			}
+			stores[name] = st
+		}
+	}
+	var problems []Problem
+	for _, name := range slices.Sorted(maps.Keys(conflict)) {
+		delete(stores, name)
+		problems = append(problems, Problem{
+			SourceID: conflict[name], Resource: Resource{KindTLSStore, name}, Severity: SeverityError,
+			Message: fmt.Sprintf("tls store %q is defined differently by %s; dropping it", name, strings.Join(names[name], " and ")),
+		})
+	}
+	if len(stores) == 0 {
+		return nil, problems, definedBy
+	}
+	return &config.TLSConfiguration{Stores: stores}, problems, definedBy
+}
+
 // KeyError is a decoding error that names the key at fault, as written on
 // the input, and its value (labels.Error is one).
 type KeyError interface {
@@ -411,7 +455,7 @@ func BuildInputs[T any](inputs []T, cmp func(a, b T) int, build func(T) (Source,
 	for _, in := range sorted {
 		src, probs := build(in)
 		problems = append(problems, probs...)
-		if src.TCP != nil {
+		if src.TCP != nil || src.TLS != nil {
 			sources = append(sources, src)
 		}
 	}
@@ -424,8 +468,13 @@ func BuildInputs[T any](inputs []T, cmp func(a, b T) int, build func(T) (Source,
 // and each of its sections (routers, services, middlewares) is nil when empty.
 func MergeResult(sources []Source, problems []Problem) Result {
 	out, conflicts, definedBy := MergeSources(sources)
-	res := Result{Problems: append(problems, conflicts...), DefinedBy: definedBy}
+	tls, tlsConflicts, tlsDefinedBy := MergeSourcesTLS(sources)
+	maps.Copy(definedBy, tlsDefinedBy)
+	res := Result{Problems: append(append(problems, conflicts...), tlsConflicts...), DefinedBy: definedBy}
 	if len(out.Routers) == 0 && len(out.Services) == 0 && len(out.Middlewares) == 0 {
+		if tls != nil {
+			res.Configuration = &config.Dynamic{TLS: tls}
+		}
 		return res
 	}
 	if len(out.Routers) == 0 {
@@ -437,7 +486,7 @@ func MergeResult(sources []Source, problems []Problem) Result {
 	if len(out.Middlewares) == 0 {
 		out.Middlewares = nil
 	}
-	res.Configuration = &config.Dynamic{TCP: out}
+	res.Configuration = &config.Dynamic{TCP: out, TLS: tls}
 	return res
 }
 

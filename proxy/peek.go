@@ -23,7 +23,7 @@ const recordTypeHandshake = 0x16
 
 var (
 	// errHelloRead is what GetConfigForClient returns to stop crypto/tls once
-	// the ClientHello is parsed: the proxy holds no keys and never answers.
+	// the ClientHello is parsed: the peek only reads (termination, when a router asks for it, comes after routing, on the bytes replayed).
 	errHelloRead = errors.New("ClientHello read")
 	// errHelloTooLarge stops a hello that would exceed maxHelloBytes.
 	errHelloTooLarge = errors.New("ClientHello exceeds the peek limit")

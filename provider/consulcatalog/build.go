@@ -120,16 +120,18 @@ func Build(instances []Instance, opts Options) provider.Result {
 	for _, inst := range sorted {
 		src, probs := buildInstance(inst, opts, cache)
 		problems = append(problems, probs...)
-		if src.TCP == nil || !healthy[strings.ToLower(inst.Status)] {
+		if (src.TCP == nil && src.TLS == nil) || !healthy[strings.ToLower(inst.Status)] {
 			continue
 		}
 		sources = append(sources, src)
 	}
 
 	tcp, conflicts, definedBy := provider.MergeSources(sources)
+	tls, tlsConflicts, tlsDefinedBy := provider.MergeSourcesTLS(sources)
+	maps.Copy(definedBy, tlsDefinedBy)
 	return provider.Result{
-		Configuration: &config.Dynamic{TCP: tcp},
-		Problems:      append(problems, conflicts...),
+		Configuration: &config.Dynamic{TCP: tcp, TLS: tls},
+		Problems:      append(append(problems, conflicts...), tlsConflicts...),
 		DefinedBy:     definedBy,
 	}
 }
@@ -173,7 +175,13 @@ func buildInstance(inst *Instance, opts Options, cache *DecodeCache) (provider.S
 	if opts.Match != nil && !opts.Match(inst.Tags) {
 		return provider.Source{}, nil
 	}
+	if d.tls != nil {
+		src.TLS = deepCopy(d.tls)
+	}
 	if d.tcp == nil {
+		if src.TLS != nil {
+			return src, nil // TLS stores only
+		}
 		return provider.Source{}, nil
 	}
 	tcp := deepCopy(d.tcp)
@@ -219,6 +227,7 @@ type decoded struct {
 	tcp     *config.TCPConfiguration // nil: no TCP tags
 	err     error                    // a *labels.Error naming the tag (key under the traefik root)
 	routers bool                     // the tags declare a router
+	tls     *config.TLSConfiguration // the tls stores the tags declare; nil: none
 }
 
 // DecodeCache memoises decoding by tag list: instances of one service usually
@@ -265,7 +274,7 @@ func decodeTags(tags []string, prefix string) *decoded {
 	if err != nil {
 		return &decoded{err: err, routers: routers}
 	}
-	d := &decoded{knobs: k, routers: routers}
+	d := &decoded{knobs: k, routers: routers, tls: conf.TLS}
 	if tcp := conf.TCP; tcp != nil && (len(tcp.Routers) > 0 || len(tcp.Services) > 0 || len(tcp.Middlewares) > 0) {
 		d.tcp = tcp
 	}

@@ -172,8 +172,12 @@ func buildContainer(c Container, opts Options) (provider.Source, []provider.Prob
 	if err != nil {
 		return skip(provider.LabelProblem(err))
 	}
+	src.TLS = conf.TLS
 	tcp := conf.TCP
 	if tcp == nil || (len(tcp.Routers) == 0 && len(tcp.Services) == 0 && len(tcp.Middlewares) == 0) {
+		if src.TLS != nil {
+			return src, nil // TLS stores only
+		}
 		return provider.Source{}, nil
 	}
 	src.TCP = tcp

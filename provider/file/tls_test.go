@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/provider"
@@ -325,4 +326,71 @@ func TestDirectoryMergesTLS(t *testing.T) {
 func jsonOf(v any) string {
 	b, _ := json.MarshalIndent(v, "", " ")
 	return string(b)
+}
+
+// FuzzReadTLSFiles decodes a file and reads the TLS files it names: no
+// input panics, the input configuration is never modified, every path it
+// reports is absolute, and every error names the key and the file.
+func FuzzReadTLSFiles(f *testing.F) {
+	f.Add(tlsYAML, ".yml")
+	f.Add(tlsTOML, ".toml")
+	f.Add("tls:\n  certificates:\n    - {}\n    - certFile: \"\"\n", ".yml")
+	f.Add("tls:\n  stores:\n    default:\n      defaultCertificate: {certFile: /nonexistent}\n", ".yml")
+	f.Fuzz(func(t *testing.T, content, ext string) {
+		if ext != ".yml" && ext != ".toml" {
+			ext = ".yml"
+		}
+		content = strings.ReplaceAll(content, "%CERTS%", "/nonexistent")
+		d, err := DecodeContent(content, ext, "fuzz"+ext)
+		if err != nil {
+			return
+		}
+		before := jsonOf(d)
+		out, paths, errs := ReadTLSFiles(d)
+		if out == nil {
+			t.Fatal("nil configuration")
+		}
+		if jsonOf(d) != before {
+			t.Fatal("ReadTLSFiles modified its input")
+		}
+		for _, p := range paths {
+			if !filepath.IsAbs(p) {
+				t.Fatalf("path %q is not absolute", p)
+			}
+		}
+		for _, e := range errs {
+			if e.Path == "" || len(e.Key) == 0 || !strings.Contains(e.Error(), e.KeyString()) {
+				t.Fatalf("error %v does not name its key and file", e)
+			}
+		}
+	})
+}
+
+// A FIFO, a device or a directory named as a certificate is an error
+// naming it, not a read that blocks the provider.
+func TestTLSFileThatIsNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "cert.fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &config.Dynamic{TLS: &config.TLSConfiguration{Certificates: []*config.CertAndStores{
+		{Certificate: config.Certificate{CertFile: config.FileOrContent(fifo), KeyFile: "/dev/zero"}},
+		{Certificate: config.Certificate{CertFile: config.FileOrContent(dir), KeyFile: config.FileOrContent(dir)}},
+	}}}
+	done := make(chan []TLSFileError, 1)
+	go func() { _, _, errs := ReadTLSFiles(d); done <- errs }()
+	select {
+	case errs := <-done:
+		if len(errs) != 4 {
+			t.Fatalf("errors %v, want one per file", errs)
+		}
+		for _, e := range errs {
+			if !strings.Contains(e.Error(), "not a regular file") {
+				t.Errorf("%v: want it to say it is not a regular file", e)
+			}
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadTLSFiles blocked on a FIFO or a device")
+	}
 }

@@ -3,6 +3,7 @@ package file
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-proxy/tollgate/config"
 )
@@ -149,6 +152,33 @@ func ReadTLSFiles(d *config.Dynamic) (*config.Dynamic, []string, []TLSFileError)
 	return &out, slices.Sorted(maps.Keys(f.paths)), f.problems
 }
 
+// maxTLSFile bounds a TLS file: a certificate chain or a CA bundle is
+// kilobytes; a larger file is a mistake (or a device) not to read whole.
+const maxTLSFile = 4 << 20
+
+// readRegular reads a regular file of at most maxTLSFile bytes. A FIFO, a
+// device or a directory is an error, not a read that blocks the provider
+// or never ends.
+func readRegular(path string) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO must not wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	if fi.Size() > maxTLSFile {
+		return nil, fmt.Errorf("%d bytes, more than a TLS file's %d", fi.Size(), maxTLSFile)
+	}
+	return io.ReadAll(io.LimitReader(f, maxTLSFile+1))
+}
+
 // keyOf is a key path; ints are list indexes.
 func keyOf(parts ...any) []string {
 	out := make([]string, len(parts))
@@ -188,7 +218,7 @@ func (f *tlsFiles) one(key []string, v config.FileOrContent) config.FileOrConten
 	f.paths[abs] = true
 	b, ok := f.read[abs]
 	if !ok {
-		b, err = os.ReadFile(s)
+		b, err = readRegular(s)
 		if err != nil {
 			var pe *fs.PathError
 			if errors.As(err, &pe) {

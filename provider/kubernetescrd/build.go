@@ -48,12 +48,20 @@ type cluster interface {
 // ready, as the EndpointSlice API says) of the Service's EndpointSlices on the
 // port whose name matches the Service port's.
 func build(mws []MiddlewareTCP, routes []IngressRouteTCP, k cluster) (*config.Dynamic, []string) {
+	return buildAll(mws, routes, tlsInputs{}, k)
+}
+
+// buildAll is build with the TLS resources too (tls.go): the servers
+// transports, TLS options and stores, and the certificates of the routes'
+// secretName.
+func buildAll(mws []MiddlewareTCP, routes []IngressRouteTCP, tin tlsInputs, k cluster) (*config.Dynamic, []string) {
 	tcp := &config.TCPConfiguration{
 		Routers:     map[string]*config.TCPRouter{},
 		Services:    map[string]*config.TCPService{},
 		Middlewares: map[string]*config.TCPMiddleware{},
 	}
-	var problems []string
+	tls := &config.TLSConfiguration{}
+	problems := buildTLS(tin, k, tcp, tls)
 
 	mws = sortedMiddlewares(mws)
 	for _, m := range mws {
@@ -98,6 +106,20 @@ func build(mws []MiddlewareTCP, routes []IngressRouteTCP, k cluster) (*config.Dy
 			if len(route.Services) == 0 {
 				problems = append(problems, rdesc+": no services")
 			}
+			var rtls *config.RouterTCPTLSConfig
+			if ir.Spec.TLS != nil {
+				var cert *config.CertAndStores
+				var err error
+				if rtls, cert, err = routeTLS(k, ir); err != nil {
+					// Without its certificate the route would serve another
+					// one: it is left out (fail closed).
+					problems = append(problems, fmt.Sprintf("%s: %v: the route is not served", rdesc, err))
+					continue
+				}
+				if cert != nil {
+					tls.Certificates = append(tls.Certificates, cert)
+				}
+			}
 			for _, s := range route.Services {
 				svc, err := loadBalancer(k, ir.Namespace, s)
 				if err != nil {
@@ -128,16 +150,18 @@ func build(mws []MiddlewareTCP, routes []IngressRouteTCP, k cluster) (*config.Dy
 				Priority:    route.Priority,
 				Service:     key,
 			}
-			if t := ir.Spec.TLS; t != nil {
-				r.TLS = &config.RouterTCPTLSConfig{Passthrough: t.Passthrough, CertResolver: t.CertResolver}
-			}
+			r.TLS = rtls
 			if _, dup := tcp.Routers[key]; dup {
 				problems = append(problems, fmt.Sprintf("%s: another route of the same IngressRouteTCP has match %q; the last one wins", rdesc, route.Match))
 			}
 			tcp.Routers[key] = r
 		}
 	}
-	return &config.Dynamic{TCP: tcp}, problems
+	out := &config.Dynamic{TCP: tcp}
+	if len(tls.Certificates) > 0 || len(tls.Options) > 0 || len(tls.Stores) > 0 {
+		out.TLS = tls
+	}
+	return out, problems
 }
 
 // loadBalancer resolves one route Service to a load balancer over its ready
@@ -174,7 +198,12 @@ func loadBalancer(k cluster, parentNS string, s ServiceTCP) (*config.TCPService,
 		}
 	}
 
-	lb := &config.TCPServersLoadBalancer{Servers: servers}
+	if s.TLS {
+		for i := range servers {
+			servers[i].TLS = true
+		}
+	}
+	lb := &config.TCPServersLoadBalancer{Servers: servers, ServersTransport: transportRef(parentNS, s.ServersTransport)}
 	if s.ProxyProtocol != nil {
 		pp := config.ProxyProtocol{}
 		pp.SetDefaults()

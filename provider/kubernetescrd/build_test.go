@@ -239,8 +239,19 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
-			name:   "TLS without passthrough is passed on (the proxy refuses it with a fix)",
+			name:   "TLS termination whose secretName is not there: the route is not served (fail closed)",
 			routes: []IngressRouteTCP{{Namespace: "default", Name: "t", Spec: IngressRouteTCPSpec{Routes: []RouteTCP{{Match: "HostSNI(`*`)", Services: []ServiceTCP{{Name: "db", Port: port(5432)}}}}, TLS: &TLSTCP{SecretName: "cert"}}}},
+			k:      dbCluster,
+			want: &config.TCPConfiguration{
+				Routers:     map[string]*config.TCPRouter{},
+				Services:    map[string]*config.TCPService{},
+				Middlewares: map[string]*config.TCPMiddleware{},
+			},
+			problems: []string{`IngressRouteTCP "default/t" routes[0]: tls.secretName: Secret "default/cert" not found: the route is not served`},
+		},
+		{
+			name:   "TLS termination without a secretName is passed on (the default store's certificate)",
+			routes: []IngressRouteTCP{{Namespace: "default", Name: "t", Spec: IngressRouteTCPSpec{Routes: []RouteTCP{{Match: "HostSNI(`*`)", Services: []ServiceTCP{{Name: "db", Port: port(5432)}}}}, TLS: &TLSTCP{}}}},
 			k:      dbCluster,
 			want: &config.TCPConfiguration{
 				Routers:     map[string]*config.TCPRouter{"default-t-" + anyKey: {Rule: "HostSNI(`*`)", Service: "default-t-" + anyKey, TLS: &config.RouterTCPTLSConfig{}}},

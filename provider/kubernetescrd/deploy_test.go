@@ -21,15 +21,19 @@ import (
 
 // kinds maps the kinds in deploy/ to their resources.
 var kinds = map[string]schema.GroupVersionResource{
-	"Namespace":          {Version: "v1", Resource: "namespaces"},
-	"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
-	"EndpointSlice":      endpointSlicesGVR,
-	"Service":            {Version: "v1", Resource: "services"},
-	"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
-	"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
-	"Deployment":         {Group: "apps", Version: "v1", Resource: "deployments"},
-	"MiddlewareTCP":      middlewaresGVR,
-	"IngressRouteTCP":    routesGVR,
+	"Namespace":           {Version: "v1", Resource: "namespaces"},
+	"ServiceAccount":      {Version: "v1", Resource: "serviceaccounts"},
+	"EndpointSlice":       endpointSlicesGVR,
+	"Service":             {Version: "v1", Resource: "services"},
+	"ClusterRole":         {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+	"ClusterRoleBinding":  {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"Deployment":          {Group: "apps", Version: "v1", Resource: "deployments"},
+	"MiddlewareTCP":       middlewaresGVR,
+	"IngressRouteTCP":     routesGVR,
+	"ServersTransportTCP": transportsGVR,
+	"TLSOption":           tlsOptionsGVR,
+	"TLSStore":            tlsStoresGVR,
+	"Secret":              secretsGVR,
 }
 
 // apply creates every object in the manifest file (server-side validated).

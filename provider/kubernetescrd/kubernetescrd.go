@@ -37,7 +37,14 @@ var (
 	routesGVR         = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "ingressroutetcps"}
 	servicesGVR       = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 	endpointSlicesGVR = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+	transportsGVR     = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "serverstransporttcps"}
+	tlsOptionsGVR     = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "tlsoptions"}
+	tlsStoresGVR      = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "tlsstores"}
+	secretsGVR        = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 )
+
+// watched are the resources Run watches and probes, in that order.
+var watched = []schema.GroupVersionResource{middlewaresGVR, routesGVR, servicesGVR, endpointSlicesGVR, transportsGVR, tlsOptionsGVR, tlsStoresGVR, secretsGVR}
 
 // serviceIndex indexes EndpointSlices by "namespace/service" (label
 // kubernetes.io/service-name), so a build reads only the slices it needs.
@@ -118,14 +125,31 @@ func namespaces(in []string) []string {
 // Name returns "kubernetescrd".
 func (p *Provider) Name() string { return Name }
 
-// informers are one namespace's (or every namespace's) caches.
+// informers are one namespace's (or every namespace's) caches. The TLS
+// ones (transports, tlsOptions, tlsStores, secrets) may be nil in tests.
 type informers struct {
 	namespace                                string
 	middlewares, routes, services, endpoints cache.SharedIndexInformer
+	transports, tlsOptions, tlsStores        cache.SharedIndexInformer
+	secrets                                  cache.SharedIndexInformer
 }
 
 func (in *informers) all() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{in.middlewares, in.routes, in.services, in.endpoints}
+	var out []cache.SharedIndexInformer
+	for _, inf := range []cache.SharedIndexInformer{in.middlewares, in.routes, in.services, in.endpoints, in.transports, in.tlsOptions, in.tlsStores, in.secrets} {
+		if inf != nil {
+			out = append(out, inf)
+		}
+	}
+	return out
+}
+
+// list is inf's objects (none for a nil informer).
+func list(inf cache.SharedIndexInformer) []any {
+	if inf == nil {
+		return nil
+	}
+	return inf.GetStore().List()
 }
 
 // Run starts an informer per resource and namespace, waits for their first
@@ -192,6 +216,10 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 			in.routes = mk(routesGVR, nil)
 			in.services = mk(servicesGVR, nil)
 			in.endpoints = mk(endpointSlicesGVR, cache.Indexers{serviceIndex: indexByService})
+			in.transports = mk(transportsGVR, nil)
+			in.tlsOptions = mk(tlsOptionsGVR, nil)
+			in.tlsStores = mk(tlsStoresGVR, nil)
+			in.secrets = mk(secretsGVR, nil)
 			sets = append(sets, in)
 		}
 		ictx, icancel := context.WithCancel(ctx)
@@ -289,7 +317,7 @@ func (p *Provider) probe(ctx context.Context, client dynamic.Interface) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for _, ns := range p.namespaces {
-		for _, gvr := range []schema.GroupVersionResource{middlewaresGVR, routesGVR, servicesGVR, endpointSlicesGVR} {
+		for _, gvr := range watched {
 			if _, err := client.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 				if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 					return nil
@@ -402,8 +430,50 @@ func (p *Provider) build(sets []*informers) (*config.Dynamic, []string) {
 			routes = append(routes, IngressRouteTCP{Namespace: u.GetNamespace(), Name: u.GetName(), Spec: v.(IngressRouteTCPSpec)})
 		}
 	}
+	var tin tlsInputs
+	for _, in := range sets {
+		for _, obj := range list(in.transports) {
+			u := obj.(*unstructured.Unstructured)
+			v, err := p.decoded.get("ServersTransportTCP", u, func() (any, error) {
+				var spec ServersTransportTCPSpec
+				err := decodeSpec(u.Object["spec"], &spec)
+				return spec, err
+			})
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("ServersTransportTCP %q: %v", u.GetNamespace()+"/"+u.GetName(), err))
+				continue
+			}
+			tin.transports = append(tin.transports, ServersTransportTCP{Namespace: u.GetNamespace(), Name: u.GetName(), Spec: v.(ServersTransportTCPSpec)})
+		}
+		for _, obj := range list(in.tlsOptions) {
+			u := obj.(*unstructured.Unstructured)
+			v, err := p.decoded.get("TLSOption", u, func() (any, error) {
+				var spec TLSOptionSpec
+				err := decodeSpec(u.Object["spec"], &spec)
+				return spec, err
+			})
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("TLSOption %q: %v", u.GetNamespace()+"/"+u.GetName(), err))
+				continue
+			}
+			tin.options = append(tin.options, TLSOption{Namespace: u.GetNamespace(), Name: u.GetName(), Spec: v.(TLSOptionSpec)})
+		}
+		for _, obj := range list(in.tlsStores) {
+			u := obj.(*unstructured.Unstructured)
+			v, err := p.decoded.get("TLSStore", u, func() (any, error) {
+				var spec TLSStoreSpec
+				err := decodeSpec(u.Object["spec"], &spec)
+				return spec, err
+			})
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("TLSStore %q: %v", u.GetNamespace()+"/"+u.GetName(), err))
+				continue
+			}
+			tin.stores = append(tin.stores, TLSStore{Namespace: u.GetNamespace(), Name: u.GetName(), Spec: v.(TLSStoreSpec)})
+		}
+	}
 	k := &cacheCluster{sets: sets, decoded: &p.decoded}
-	conf, more := build(mws, routes, k)
+	conf, more := buildAll(mws, routes, tin, k)
 	p.decoded.end()
 	problems = append(append(problems, k.problems...), more...)
 	// Stores list in map order; a stable order lets the watcher log a
@@ -493,6 +563,29 @@ func (c *cacheCluster) Service(ns, name string) (*corev1.Service, bool) {
 		return nil, false
 	}
 	return v.(*corev1.Service), true
+}
+
+// Secret returns the Secret ns/name from the cache.
+func (c *cacheCluster) Secret(ns, name string) (*corev1.Secret, bool) {
+	in := c.set(ns)
+	if in == nil || in.secrets == nil {
+		return nil, false
+	}
+	obj, ok, err := in.secrets.GetStore().GetByKey(ns + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	u := obj.(*unstructured.Unstructured)
+	v, err := c.decoded.get("Secret", u, func() (any, error) {
+		var s corev1.Secret
+		err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &s)
+		return &s, err
+	})
+	if err != nil {
+		c.problems = append(c.problems, fmt.Sprintf("Secret %q: %v", ns+"/"+name, err))
+		return nil, false
+	}
+	return v.(*corev1.Secret), true
 }
 
 func (c *cacheCluster) EndpointSlices(ns, service string) []*discoveryv1.EndpointSlice {

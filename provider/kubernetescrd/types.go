@@ -69,12 +69,101 @@ type ServiceTCP struct {
 	TLS              bool                  `json:"tls,omitempty"`
 }
 
-// TLSTCP is an IngressRouteTCP's TLS section.
+// TLSTCP is an IngressRouteTCP's TLS section: passthrough, or termination
+// with the certificate of SecretName (a kubernetes.io/tls Secret of the
+// route's namespace, added to the default store) and the TLSOption named
+// by Options.
 type TLSTCP struct {
 	Passthrough  bool             `json:"passthrough,omitempty"`
 	SecretName   string           `json:"secretName,omitempty"`
 	CertResolver string           `json:"certResolver,omitempty"`
 	Options      *ObjectReference `json:"options,omitempty"`
+	Domains      []config.Domain  `json:"domains,omitempty"`
+}
+
+// ServersTransportTCP is one traefik.io/v1alpha1 ServersTransportTCP:
+// how a route's service dials its servers (`services[].serversTransport`).
+type ServersTransportTCP struct {
+	Namespace string                  `json:"namespace"`
+	Name      string                  `json:"name"`
+	Spec      ServersTransportTCPSpec `json:"spec"`
+}
+
+// ServersTransportTCPSpec is Traefik's: durations are Go durations or
+// integers of seconds.
+type ServersTransportTCPSpec struct {
+	DialTimeout      *intstr.IntOrString   `json:"dialTimeout,omitempty"`
+	DialKeepAlive    *intstr.IntOrString   `json:"dialKeepAlive,omitempty"`
+	TerminationDelay *intstr.IntOrString   `json:"terminationDelay,omitempty"`
+	ProxyProtocol    *config.ProxyProtocol `json:"proxyProtocol,omitempty"`
+	TLS              *TLSClientConfigTCP   `json:"tls,omitempty"`
+}
+
+// TLSClientConfigTCP is a ServersTransportTCP's TLS to the servers; the CAs
+// and client certificates are Secrets of the transport's namespace.
+type TLSClientConfigTCP struct {
+	ServerName         string `json:"serverName,omitempty"`
+	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+	// RootCAs are CA Secrets (Traefik v3's newer form); a ConfigMap is not
+	// read (the transport is dropped with a problem saying so).
+	RootCAs []RootCA `json:"rootCAs,omitempty"`
+	// RootCAsSecrets is the older form of RootCAs, deprecated in Traefik.
+	RootCAsSecrets      []string `json:"rootCAsSecrets,omitempty"`
+	CertificatesSecrets []string `json:"certificatesSecrets,omitempty"`
+	PeerCertURI         string   `json:"peerCertURI,omitempty"`
+}
+
+// RootCA is a CA by Secret or ConfigMap name.
+type RootCA struct {
+	Secret    string `json:"secret,omitempty"`
+	ConfigMap string `json:"configMap,omitempty"`
+}
+
+// TLSOption is one traefik.io/v1alpha1 TLSOption: a named set of handshake
+// settings; the client CAs are Secrets of its namespace.
+type TLSOption struct {
+	Namespace string        `json:"namespace"`
+	Name      string        `json:"name"`
+	Spec      TLSOptionSpec `json:"spec"`
+}
+
+// TLSOptionSpec is Traefik's TLSOption spec.
+type TLSOptionSpec struct {
+	MinVersion               string        `json:"minVersion,omitempty"`
+	MaxVersion               string        `json:"maxVersion,omitempty"`
+	CipherSuites             []string      `json:"cipherSuites,omitempty"`
+	CurvePreferences         []string      `json:"curvePreferences,omitempty"`
+	ClientAuth               ClientAuthCRD `json:"clientAuth,omitempty"`
+	SniStrict                bool          `json:"sniStrict,omitempty"`
+	ALPNProtocols            []string      `json:"alpnProtocols,omitempty"`
+	DisableSessionTickets    bool          `json:"disableSessionTickets,omitempty"`
+	PreferServerCipherSuites *bool         `json:"preferServerCipherSuites,omitempty"`
+}
+
+// ClientAuthCRD is a TLSOption's mutual TLS: CA Secrets by name.
+type ClientAuthCRD struct {
+	SecretNames    []string `json:"secretNames,omitempty"`
+	ClientAuthType string   `json:"clientAuthType,omitempty"`
+}
+
+// TLSStore is one traefik.io/v1alpha1 TLSStore; only the one named
+// `default` is used, as in Traefik.
+type TLSStore struct {
+	Namespace string       `json:"namespace"`
+	Name      string       `json:"name"`
+	Spec      TLSStoreSpec `json:"spec"`
+}
+
+// TLSStoreSpec is Traefik's TLSStore spec.
+type TLSStoreSpec struct {
+	DefaultCertificate   *SecretRef            `json:"defaultCertificate,omitempty"`
+	DefaultGeneratedCert *config.GeneratedCert `json:"defaultGeneratedCert,omitempty"`
+	Certificates         []SecretRef           `json:"certificates,omitempty"`
+}
+
+// SecretRef names a kubernetes.io/tls Secret of the resource's namespace.
+type SecretRef struct {
+	SecretName string `json:"secretName"`
 }
 
 // decodeSpec decodes an unstructured spec (as the API server returns it) into

@@ -308,6 +308,12 @@ func FuzzBuild(f *testing.F) {
 	f.Add("traefik/tcp/routers/r/0]", "x")
 	f.Add("traefik/tcp/services/s/loadBalancer/servers/99999999999999999999/address", "x")
 	f.Add("traefik/tcp/routers//rule", "x")
+	f.Add("traefik/tls/certificates/0/certFile", "/c.crt")
+	f.Add("traefik/tls/certificates/x/keyFile", "k")
+	f.Add("traefik/tls/options/o/clientAuth/caFiles/0", "ca")
+	f.Add("traefik/tls/stores/default/defaultCertificate", "x")
+	f.Add("traefik/tcp/serversTransports/t/tls/certificates/0/keyFile", "k")
+	f.Add("traefik/tcp/serversTransports/t/dialTimeout", "1x")
 	f.Fuzz(func(t *testing.T, key, value string) {
 		res := Build(with(issueExample, Pair{key, value}), Options{})
 		if res.Configuration == nil || res.Configuration.TCP == nil {

@@ -219,8 +219,12 @@ func buildService(s Service, opts Options) (provider.Source, []provider.Problem)
 	if err != nil {
 		return skip(provider.LabelProblem(err))
 	}
+	src.TLS = conf.TLS
 	tcp := conf.TCP
 	if tcp == nil || (len(tcp.Routers) == 0 && len(tcp.Services) == 0 && len(tcp.Middlewares) == 0) {
+		if src.TLS != nil {
+			return src, warnings // TLS stores only
+		}
 		return provider.Source{}, nil
 	}
 	src.TCP = tcp
