@@ -142,3 +142,61 @@ func greetingServer(t *testing.T) string {
 	}()
 	return ln.Addr().String()
 }
+
+// Issue 17, the queue's timeout through the binary: with the one slot
+// taken, a second client waits in the queue and is closed when
+// queue.timeout has passed, not before, without being served; the counts
+// return to the one connection still open.
+func TestServerCapQueueTimeoutThroughTheBinary(t *testing.T) {
+	greet := greetingServer(t)
+	dyn := filepath.Join(t.TempDir(), "dyn.yml")
+	if err := os.WriteFile(dyn, []byte(fmt.Sprintf(`tcp:
+  routers:
+    db:
+      rule: "HostSNI(`+"`*`"+`)"
+      service: db
+  services:
+    db:
+      loadBalancer:
+        servers:
+          - address: %q
+            maxConn: 1
+        queue:
+          maxSize: 2
+          timeout: 400ms
+`, greet)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ep := itest.FreeAddr(t)
+	p := itest.StartTollgate(t, "--entryPoints.db.address="+ep, "--providers.file.filename="+dyn)
+	itest.Eventually(t, 5*time.Second, func() bool { return p.Rawdata(t).Routers["db@file"].Status == "enabled" }, "db@file not enabled")
+	first, err := net.Dial("tcp", ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	b := make([]byte, 1)
+	_ = first.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.ReadFull(first, b); err != nil || b[0] != 'G' {
+		t.Fatalf("the first client was not served: %v", err)
+	}
+	start := time.Now()
+	waiting, err := net.Dial("tcp", ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiting.Close()
+	_ = waiting.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := waiting.Read(b)
+	took := time.Since(start)
+	if n > 0 || err == nil {
+		t.Fatalf("the queued client was served (%q) while the only slot was taken", b[:n])
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the queued client was still open 5 s after its 400ms queue timeout")
+	}
+	if took < 400*time.Millisecond {
+		t.Fatalf("the queued client was closed after %v, before its 400ms queue timeout", took)
+	}
+	itest.Eventually(t, 5*time.Second, func() bool { o, q := capacityOf(t, p, "db@file"); return o == 1 && q == 0 }, "capacity did not return to the one open connection")
+}
