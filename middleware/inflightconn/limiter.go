@@ -13,11 +13,13 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/tollgate-proxy/tollgate/middleware/internal/clientkey"
 )
 
 // shardCount spreads client IPs over independently locked maps so that
 // connections from different clients rarely contend. A power of two.
-const shardCount = 64
+const shardCount = 1 << clientkey.ShardBits
 
 type shard struct {
 	mu sync.Mutex
@@ -67,29 +69,9 @@ func NewLimiter(amount int64, dryRun bool, v6Bits int) *Limiter {
 
 // Key returns the key a client address is counted under: the address itself
 // (IPv4-mapped IPv6 unmapped), or its IPv6 prefix when the limiter groups by subnet.
-func (l *Limiter) Key(a netip.Addr) netip.Addr {
-	a = a.Unmap()
-	if l.v6Bits > 0 && a.Is6() && l.v6Bits < 128 {
-		p, _ := a.Prefix(l.v6Bits)
-		return p.Addr()
-	}
-	return a
-}
+func (l *Limiter) Key(a netip.Addr) netip.Addr { return clientkey.Key(a, l.v6Bits) }
 
-func (l *Limiter) shard(k netip.Addr) *shard {
-	var h uint64
-	if k.Is4() {
-		b := k.As4()
-		h = uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])
-	} else {
-		b := k.As16()
-		for _, x := range b {
-			h = h*31 + uint64(x)
-		}
-	}
-	h *= 0x9E3779B97F4A7C15 // Fibonacci hashing: spread sequential addresses
-	return &l.shards[h>>(64-6)]
-}
+func (l *Limiter) shard(k netip.Addr) *shard { return &l.shards[clientkey.Shard(k)] }
 
 // Acquire counts a new connection for key k and reports whether it may
 // proceed. In dry run every connection proceeds and would-be rejections are

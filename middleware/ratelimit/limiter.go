@@ -28,11 +28,12 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/middleware/internal/clientkey"
 )
 
 // shardCount spreads client keys over independently locked maps so that
 // connections from different clients rarely contend. A power of two.
-const shardCount = 64
+const shardCount = 1 << clientkey.ShardBits
 
 // maxTime caps every TAT and tolerance (about 73 years of nanoseconds), so
 // that a burst or period too large to mean anything saturates instead of
@@ -139,29 +140,9 @@ func (l *Limiter) now() int64 { return int64(l.clock()) }
 // Key returns the key a client address is counted under: the address itself
 // (IPv4-mapped IPv6 unmapped), or its IPv6 prefix when the limiter groups by
 // subnet.
-func (l *Limiter) Key(a netip.Addr) netip.Addr {
-	a = a.Unmap()
-	if l.v6Bits > 0 && a.Is6() && l.v6Bits < 128 {
-		p, _ := a.Prefix(l.v6Bits)
-		return p.Addr()
-	}
-	return a
-}
+func (l *Limiter) Key(a netip.Addr) netip.Addr { return clientkey.Key(a, l.v6Bits) }
 
-func (l *Limiter) shard(k netip.Addr) *shard {
-	var h uint64
-	if k.Is4() {
-		b := k.As4()
-		h = uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])
-	} else {
-		b := k.As16()
-		for _, x := range b {
-			h = h*31 + uint64(x)
-		}
-	}
-	h *= 0x9E3779B97F4A7C15 // Fibonacci hashing: spread sequential addresses
-	return &l.shards[h>>(64-6)]
-}
+func (l *Limiter) shard(k netip.Addr) *shard { return &l.shards[clientkey.Shard(k)] }
 
 func v4key(k netip.Addr) uint32 {
 	b := k.As4()
