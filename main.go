@@ -140,6 +140,7 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 			epsInherited[l.Name] = proxy.Inherited{Name: l.Name, Address: l.Address, FD: l.FD}
 		}
 	}
+	proxy.SpareP() // one loop per CPU, and a P to spare (ARCHITECTURE.md)
 	srv, err := proxy.NewServerFrom(st.EntryPoints, epsInherited, log)
 	if err != nil {
 		return err

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
@@ -23,7 +26,7 @@ import (
 // refused from its source address alone is decided right after accept4 and
 // closed before it enters any poller.
 //
-// One loop per P (GOMAXPROCS). Every listener is in every loop's epoll set
+// One loop per CPU (GOMAXPROCS, and one spare P: SpareP). Every listener is in every loop's epoll set
 // with EPOLLEXCLUSIVE, so the kernel wakes one loop per incoming connection
 // and accepts spread over the loops without a handoff. A loop blocks in
 // epoll_wait on its own thread; the Go scheduler hands its P to other
@@ -51,6 +54,35 @@ type engine struct {
 	wg      sync.WaitGroup
 	started bool
 	once    sync.Once
+}
+
+// loopCount is how many loops a Server runs; 0 until SpareP, which sets it:
+// then GOMAXPROCS is one more.
+var loopCount atomic.Int32
+
+// SpareP gives the Go scheduler one P more than there are event loops:
+// loops stay one per CPU (GOMAXPROCS as it was), and the extra P runs
+// goroutines while every loop is busy. More to the point, while a P is idle
+// the runtime does not take a P from a loop blocked in epoll_wait and hand
+// it to another thread, so the loop resumes on its own P: no futex wake-ups
+// and no monitor thread polling every 20 µs (ARCHITECTURE.md, "The
+// connection core"). Called once by main, before the first Server;
+// without it (tests) a Server runs one loop per P.
+func SpareP() {
+	if loopCount.Load() != 0 {
+		return
+	}
+	n := runtime.GOMAXPROCS(0)
+	loopCount.Store(int32(n))
+	runtime.GOMAXPROCS(n + 1)
+}
+
+// loops is how many event loops a new Server runs.
+func loops() int {
+	if n := loopCount.Load(); n > 0 {
+		return int(n)
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 func newEngine(n int, log zerolog.Logger) (*engine, error) {
@@ -196,12 +228,13 @@ func (l *loop) post(f func(*loop)) {
 // mono is the loop's clock: nanoseconds since the loop was made, monotonic.
 func (l *loop) mono() int64 { return int64(time.Since(l.base)) }
 
-// wait returns the next batch of events, or none when the next timer is
-// due. The loop blocks in epoll_wait on its own thread (the Go scheduler
-// hands its P to other goroutines meanwhile). Measured against parking in
-// Go's own poller on the epoll descriptor (one more epoll call and a
-// goroutine wake-up per batch): the same connection rate, and less CPU per
-// small round trip and per bulk gigabyte (ARCHITECTURE.md).
+// wait blocks until the next batch of events, or until the next timer is
+// due. The loop blocks in epoll_wait on its own thread: the P it leaves is
+// not taken from it while a spare one is idle (SpareP), so it resumes
+// without a hand-off. Measured against parking in Go's own poller on the
+// epoll descriptor (one more epoll call and a goroutine wake-up per batch):
+// the same connection rate, and less CPU per small round trip and per bulk
+// gigabyte (ARCHITECTURE.md).
 func (l *loop) wait() (int, error) {
 	timeout := -1
 	if len(l.timers) > 0 {
@@ -215,9 +248,36 @@ func (l *loop) wait() (int, error) {
 	return unix.EpollWait(l.epfd, l.events, timeout)
 }
 
+// yieldEvery bounds how long a busy loop runs without passing through the
+// scheduler. A loop that keeps finding events polls without blocking and
+// does not otherwise yield; after 10 ms on one scheduler tick the runtime
+// would preempt it with a signal and take its P, and its monitor thread
+// would then poll every 20 µs. Yielding first keeps that from happening.
+// A yield wakes a thread for the idle P (runtime.Gosched does), so as
+// seldom as is safe: 8 ms, leaving 2 ms for a batch of events.
+const yieldEvery = 8 * time.Millisecond
+
 func (l *loop) run() {
+	busy := false     // the last batch had events
+	var yielded int64 // loop clock of the last yield
 	for !l.stopping {
-		n, err := l.wait()
+		var n int
+		var err error
+		if busy {
+			// More is likely ready: take it without the scheduler's
+			// system-call bookkeeping (the raw call cannot block).
+			n, err = epollNow(l.epfd, l.events)
+		}
+		if !busy || n == 0 && err == nil {
+			n, err = l.wait()
+		}
+		busy = n > 0
+		if busy {
+			if now := l.mono(); now-yielded >= int64(yieldEvery) {
+				yielded = now
+				runtime.Gosched()
+			}
+		}
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			l.log.Error().Err(err).Msg("epoll_wait failed")
 			time.Sleep(10 * time.Millisecond) // not expected; never spin
@@ -499,4 +559,14 @@ func setEventData(ev *unix.EpollEvent, d uint64) {
 
 func eventDataOf(ev *unix.EpollEvent) uint64 {
 	return uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+}
+
+// epollNow returns the events ready now, without blocking: a raw system
+// call, with none of the scheduler's bookkeeping for one that may block.
+func epollNow(epfd int, events []unix.EpollEvent) (int, error) {
+	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
 }

@@ -6,7 +6,6 @@ package proxy
 
 import (
 	"context"
-	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -78,7 +77,7 @@ func NewServerFrom(eps map[string]*config.EntryPoint, inherited map[string]Inher
 		}
 		s.eps[name] = ep
 	}
-	eng, err := newEngine(runtime.GOMAXPROCS(0), log)
+	eng, err := newEngine(loops(), log)
 	if err != nil {
 		for _, e := range s.eps {
 			e.closeListener()
