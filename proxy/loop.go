@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"net"
@@ -440,33 +439,80 @@ type timerEntry struct {
 
 type timerHeap []timerEntry
 
-func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h timerHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	if rc := h[i].rc; rc != nil {
-		rc.timerIdx = i
-	}
-	if rc := h[j].rc; rc != nil {
-		rc.timerIdx = j
-	}
-}
-func (h *timerHeap) Push(x any) {
-	e := x.(timerEntry)
+// The heap is written out for timerEntry rather than through container/heap,
+// whose any-typed Push and Pop would allocate for every deadline set.
+
+func (h timerHeap) set(i int, e timerEntry) {
+	h[i] = e
 	if e.rc != nil {
-		e.rc.timerIdx = len(*h)
+		e.rc.timerIdx = i
 	}
-	*h = append(*h, e)
 }
-func (h *timerHeap) Pop() any {
+
+// up moves entry i towards the root while it is due before its parent.
+func (h timerHeap) up(i int) {
+	e := h[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].at <= e.at {
+			break
+		}
+		h.set(i, h[p])
+		i = p
+	}
+	h.set(i, e)
+}
+
+// down moves entry i towards the leaves while a child is due before it; it
+// reports whether the entry moved.
+func (h timerHeap) down(i int) bool {
+	e, i0, n := h[i], i, len(h)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h[r].at < h[c].at {
+			c = r
+		}
+		if e.at <= h[c].at {
+			break
+		}
+		h.set(i, h[c])
+		i = c
+	}
+	h.set(i, e)
+	return i > i0
+}
+
+func (h *timerHeap) push(e timerEntry) {
+	*h = append(*h, e)
+	h.up(len(*h) - 1)
+}
+
+// remove takes entry i out and returns it.
+func (h *timerHeap) remove(i int) timerEntry {
 	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = timerEntry{}
-	*h = old[:len(old)-1]
+	e, last := old[i], len(old)-1
+	if i != last {
+		old.set(i, old[last])
+	}
+	old[last] = timerEntry{}
+	*h = old[:last]
+	if i != last {
+		h.fix(i)
+	}
 	if e.rc != nil {
 		e.rc.timerIdx = -1
 	}
 	return e
+}
+
+// fix restores the order after entry i's time changed.
+func (h timerHeap) fix(i int) {
+	if !h.down(i) {
+		h.up(i)
+	}
 }
 
 // arm sets rc's deadline to at (loop clock); zero clears it.
@@ -474,24 +520,24 @@ func (l *loop) arm(rc *rconn, at int64) {
 	rc.timerAt = at
 	switch {
 	case rc.timerIdx >= 0 && at == 0:
-		heap.Remove(&l.timers, rc.timerIdx)
+		l.timers.remove(rc.timerIdx)
 	case rc.timerIdx >= 0:
 		l.timers[rc.timerIdx].at = at
-		heap.Fix(&l.timers, rc.timerIdx)
+		l.timers.fix(rc.timerIdx)
 	case at != 0:
-		heap.Push(&l.timers, timerEntry{at: at, rc: rc})
+		l.timers.push(timerEntry{at: at, rc: rc})
 	}
 }
 
 // after runs f on the loop after d.
 func (l *loop) after(d time.Duration, f func()) {
-	heap.Push(&l.timers, timerEntry{at: l.mono() + int64(d), fn: f})
+	l.timers.push(timerEntry{at: l.mono() + int64(d), fn: f})
 }
 
 func (l *loop) runTimers() {
 	now := l.mono()
 	for len(l.timers) > 0 && l.timers[0].at <= now {
-		e := heap.Pop(&l.timers).(timerEntry)
+		e := l.timers.remove(0)
 		if e.fn != nil {
 			e.fn()
 			continue
