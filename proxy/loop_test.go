@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -58,5 +59,26 @@ func TestTimerHeap(t *testing.T) {
 		}
 		last = e.at
 		check(-1)
+	}
+}
+
+// TestSpareP: the loops stay one per CPU and the scheduler gets one P more,
+// once however often it is called.
+func TestSpareP(t *testing.T) {
+	if loopCount.Load() != 0 {
+		t.Fatal("SpareP was called before this test")
+	}
+	n := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() {
+		runtime.GOMAXPROCS(n)
+		loopCount.Store(0)
+	})
+	SpareP()
+	SpareP()
+	if got := runtime.GOMAXPROCS(0); got != n+1 {
+		t.Errorf("GOMAXPROCS %d after SpareP, want %d", got, n+1)
+	}
+	if got := loops(); got != n {
+		t.Errorf("%d loops after SpareP, want %d (one per CPU)", got, n)
 	}
 }
