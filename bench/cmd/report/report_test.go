@@ -29,11 +29,11 @@ func TestCell(t *testing.T) {
 
 func TestTableRowsNewScenario(t *testing.T) {
 	values := map[string]map[string]map[string][]any{
-		"tls-handshake": {"tollgate": {"handshakes_per_s": {10.0}, "note": {"x"}, "pass": {true}}},
+		"new-scenario": {"tollgate": {"handshakes_per_s": {10.0}, "note": {"x"}, "pass": {true}}},
 	}
 	var got []string
-	for _, r := range tableRows([]string{"tls-handshake"}, values) {
-		if r.scenario == "tls-handshake" {
+	for _, r := range tableRows([]string{"new-scenario"}, values) {
+		if r.scenario == "new-scenario" {
 			got = append(got, r.metric)
 		}
 	}
