@@ -248,16 +248,19 @@ func E2E(t *testing.T, s Store) {
 		s.Put(t, "traefik/tcp/serversTransports/pg/tls/serverName", "db.internal")
 		s.Put(t, "traefik/tls/options/mtls/minVersion", "VersionTLS13")
 		s.Put(t, bad, "soon")
+		// The provider's problems are recorded when its configuration
+		// arrives, and the configuration applies up to a throttle period
+		// later: wait for the last write's effect in the applied
+		// configuration too (the TLS options), not only for its problem.
 		until(t, time.Now(), 3*time.Second, func() bool {
 			code, body := get(t, "http://"+tg.API+"/api/tcp/serversTransports/"+q("pg"))
+			_, raw := get(t, "http://"+tg.API+"/api/rawdata")
 			return code == 200 && strings.Contains(body, `"dialTimeout": "5s"`) && strings.Contains(body, `"serverName": "db.internal"`) &&
+				strings.Contains(raw, `"`+q("mtls")+`"`) &&
 				strings.Contains(strings.Join(tg.Rawdata(t).Provider(p).Problems, "\n"), bad)
-		}, "%s at /api/tcp/serversTransports and a problem naming %s", q("pg"), bad)
+		}, "%s at /api/tcp/serversTransports, TLS options %s in /api/rawdata and a problem naming %s", q("pg"), q("mtls"), bad)
 		if code, _ := get(t, "http://"+tg.API+"/api/tcp/serversTransports/"+q("bad")); code != 404 {
 			t.Errorf("%s: %d, want 404 (dropped for its bad key)", q("bad"), code)
-		}
-		if _, body := get(t, "http://"+tg.API+"/api/rawdata"); !strings.Contains(body, `"`+q("mtls")+`"`) {
-			t.Errorf("rawdata has no TLS options %s", q("mtls"))
 		}
 		if rd := tg.Rawdata(t); rd.Routers[router].Status != "enabled" {
 			t.Errorf("%s is %q next to the bad transport, want enabled", router, rd.Routers[router].Status)
