@@ -25,11 +25,12 @@ import (
 // refused from its source address alone is decided right after accept4 and
 // closed before it enters any poller.
 //
-// One loop per CPU (GOMAXPROCS, and one spare P: SpareP). Every listener is in every loop's epoll set
-// with EPOLLEXCLUSIVE, so the kernel wakes one loop per incoming connection
-// and accepts spread over the loops without a handoff. A loop blocks in
-// epoll_wait on its own thread; the Go scheduler hands its P to other
-// goroutines meanwhile.
+// One loop per CPU (GOMAXPROCS as the process found it; SpareP adds a P for
+// everything else). Every listener is in every loop's epoll set with
+// EPOLLEXCLUSIVE, so the kernel wakes one loop per incoming connection and
+// accepts spread over the loops without a handoff. A loop with nothing to
+// do blocks in epoll_wait on its own thread; run says how it keeps clear
+// of the Go scheduler otherwise.
 
 // Event tags: what an epoll event's 64-bit data says.
 const (
