@@ -29,6 +29,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -191,6 +192,7 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 
 	wake := make(chan struct{}, 1) // a watched index moved
 	lost := make(chan struct{}, 1) // a blocking query failed
+	var outages atomic.Uint64      // failed reads: the watches resync
 	signal := func(ch chan struct{}) {
 		select {
 		case ch <- struct{}{}:
@@ -222,7 +224,7 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 					defer cancel()
 					return w.query(ctx, index)
 				}
-				blockingLoop(ctx, p.timing, query,
+				blockingLoop(ctx, p.timing, &outages, query,
 					func() { signal(wake) },
 					func(err error) {
 						p.log.Debug().Err(err).Str("watch", w.what).Msg("Blocking query failed")
@@ -254,6 +256,7 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 				return false
 			}
 			err = fmt.Errorf("consul agent %s: %w", p.address, err)
+			outages.Add(1)
 			ev := p.log.Debug()
 			if !failing {
 				ev = p.log.Warn() // the watcher logs the Err at error level

@@ -3,6 +3,7 @@ package consulcatalog
 import (
 	"context"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
@@ -71,16 +72,31 @@ func (t timing) backoff(retries int) time.Duration {
 // off would go unnoticed. The answer counts as a change if its index differs
 // from the last one seen.
 //
+// The same holds when the agent failed for another reader and this loop saw
+// none of it (it was between two queries while the agent restarted): each
+// failure the provider sees adds one to outages, and a loop that finds it
+// moved since its last query resyncs as after an error of its own. A nil
+// outages is a loop on its own.
+//
 // changed is called on every new index, including the first. Neither callback
 // may block.
-func blockingLoop(ctx context.Context, t timing, query func(ctx context.Context, index uint64) (uint64, error), changed func(), failed func(error)) {
+func blockingLoop(ctx context.Context, t timing, outages *atomic.Uint64, query func(ctx context.Context, index uint64) (uint64, error), changed func(), failed func(error)) {
 	var (
 		index   uint64
 		retries int
 		first   = true
 		resync  bool
+		seen    uint64
 	)
+	if outages != nil {
+		seen = outages.Load()
+	}
 	for ctx.Err() == nil {
+		if outages != nil {
+			if n := outages.Load(); n != seen {
+				seen, resync = n, true
+			}
+		}
 		start := time.Now()
 		ask := index
 		if resync {

@@ -75,7 +75,7 @@ func TestBlockingLoop(t *testing.T) {
 		return a.index, a.err
 	}
 	tm := timing{wait: time.Second, minInterval: 30 * time.Millisecond, backoffMin: 40 * time.Millisecond, backoffMax: 60 * time.Millisecond}
-	go blockingLoop(ctx, tm, query, func() { changes++ }, func(err error) { failures = append(failures, err) })
+	go blockingLoop(ctx, tm, nil, query, func() { changes++ }, func(err error) { failures = append(failures, err) })
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
@@ -116,12 +116,54 @@ func TestBlockingLoop(t *testing.T) {
 	}
 }
 
+// TestBlockingLoopResyncsOnOthersOutage: the agent restarted (with a lower
+// index) while the loop sat between two queries, so the loop saw no error of
+// its own; the provider's read failed meanwhile. The next query must ask with
+// 0, not block on the old index above the restarted agent's.
+func TestBlockingLoopResyncsOnOthersOutage(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var outages atomic.Uint64
+	script := []uint64{7, 7, 2, 3}
+	var asked []uint64
+	changes := 0
+	done := make(chan struct{})
+	query := func(ctx context.Context, index uint64) (uint64, error) {
+		if len(asked) == len(script) {
+			cancel()
+			close(done)
+			return 0, ctx.Err()
+		}
+		if len(asked) == 1 {
+			outages.Add(1) // another reader failed before the second query
+		}
+		got := script[len(asked)]
+		asked = append(asked, index)
+		return got, nil
+	}
+	go blockingLoop(ctx, fastTiming, &outages, query, func() { changes++ }, func(err error) { t.Errorf("failed(%v) with no error answered", err) })
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("loop did not run the script within 5s")
+	}
+	// 7 (first: change); the outage moved before the second query was
+	// asked, so the third asks with 0 (the second had already started with
+	// 7) and sees 2 (a change); then it waits past 2.
+	if want := []uint64{0, 7, 0, 2}; !reflect.DeepEqual(asked, want) {
+		t.Errorf("indexes asked: got %v, want %v", asked, want)
+	}
+	if changes != 3 {
+		t.Errorf("changes: got %d, want 3 (7, 2, 3)", changes)
+	}
+}
+
 func TestBlockingLoopStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	returned := make(chan struct{})
 	go func() {
 		defer close(returned)
-		blockingLoop(ctx, fastTiming, func(ctx context.Context, index uint64) (uint64, error) {
+		blockingLoop(ctx, fastTiming, nil, func(ctx context.Context, index uint64) (uint64, error) {
 			<-ctx.Done() // a blocking query that never returns on its own
 			return 0, ctx.Err()
 		}, func() {}, func(error) { t.Error("cancellation reported as a failure") })
