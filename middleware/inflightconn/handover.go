@@ -161,31 +161,15 @@ func (l *Limiter) CountRejected() { l.rejects.Add(1) }
 // counted in). The counts are imported before the registry's lock is
 // released, so that no Sweep forgets the limiter in between.
 func (r *Registry) Import(ex *Export) *Limiter {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = make(map[string]*Limiter)
-	}
-	l, ok := r.m[ex.Name]
-	switch {
-	case !ok:
-		l = NewLimiter(ex.Amount, ex.DryRun, ex.V6Bits)
-		r.m[ex.Name] = l
-	case l.v6Bits != ex.V6Bits:
-		l = NewLimiter(ex.Amount, ex.DryRun, ex.V6Bits)
-	}
-	for _, kc := range ex.Keys {
-		l.Import(kc.Key, kc.Count)
-	}
-	l.AddTotals(ex.Admitted, ex.Rejected)
-	return l
-}
-
-// Each calls f for every registered limiter, sorted by name.
-func (r *Registry) Each(f func(name string, l *Limiter)) {
-	for _, n := range r.Names() {
-		if l := r.Lookup(n); l != nil {
-			f(n, l)
+	return r.reg.Update(ex.Name, func(l *Limiter, ok bool) (*Limiter, bool) {
+		register := !ok
+		if !ok || l.v6Bits != ex.V6Bits {
+			l = NewLimiter(ex.Amount, ex.DryRun, ex.V6Bits)
 		}
-	}
+		for _, kc := range ex.Keys {
+			l.Import(kc.Key, kc.Count)
+		}
+		l.AddTotals(ex.Admitted, ex.Rejected)
+		return l, register
+	})
 }

@@ -1,8 +1,9 @@
 package inflightconn
 
 import (
-	"sort"
 	"sync"
+
+	"github.com/tollgate-proxy/tollgate/middleware/internal/registry"
 )
 
 // Registry holds one Limiter per qualified middleware name across config
@@ -12,8 +13,9 @@ import (
 //
 // The zero value is ready to use. A Registry is safe for concurrent use.
 type Registry struct {
+	reg registry.Registry[*Limiter]
+
 	mu     sync.Mutex
-	m      map[string]*Limiter
 	stores map[string]*Store
 }
 
@@ -37,51 +39,36 @@ func (r *Registry) store(name string) *Store {
 // keyed, so it replaces the limiter with a fresh one; connections counted in the
 // old one still release into it (they hold it), and it is garbage once they end.
 func (r *Registry) Get(name string, amount int64, dryRun bool, v6Bits int) *Limiter {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = make(map[string]*Limiter)
-	}
-	if l, ok := r.m[name]; ok && l.v6Bits == v6Bits {
-		l.amount.Store(amount)
-		l.dryRun.Store(dryRun)
-		return l
-	}
-	l := NewLimiter(amount, dryRun, v6Bits)
-	r.m[name] = l
-	return l
+	return r.reg.Get(name,
+		func(l *Limiter) bool {
+			if l.v6Bits != v6Bits {
+				return false
+			}
+			l.amount.Store(amount)
+			l.dryRun.Store(dryRun)
+			return true
+		},
+		func() *Limiter { return NewLimiter(amount, dryRun, v6Bits) })
 }
 
 // Lookup returns the limiter registered under name, or nil.
 func (r *Registry) Lookup(name string) *Limiter {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.m[name]
+	l, _ := r.reg.Lookup(name)
+	return l
 }
 
 // Names returns the registered names, sorted.
-func (r *Registry) Names() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	names := make([]string, 0, len(r.m))
-	for n := range r.m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (r *Registry) Names() []string { return r.reg.Names() }
+
+// Each calls f for every registered limiter, sorted by name.
+func (r *Registry) Each(f func(name string, l *Limiter)) { r.reg.Each(f) }
 
 // Sweep forgets the limiters whose names are not in keep and that count no
 // open connection. A limiter still counting connections stays registered, so
 // a middleware removed and re-added while its connections live resumes their
 // counts.
 func (r *Registry) Sweep(keep map[string]bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for name, l := range r.m {
-		if !keep[name] && l.total.Load() == 0 {
-			delete(r.m, name)
-			l.setStore(nil, "", "") // its lease in a shared store ends with it
-		}
-	}
+	r.reg.Sweep(keep,
+		func(l *Limiter) bool { return l.total.Load() == 0 },
+		func(l *Limiter) { l.setStore(nil, "", "") }) // its lease in a shared store ends with it
 }

@@ -1,9 +1,9 @@
 package ratelimit
 
 import (
-	"sort"
-	"sync"
 	"time"
+
+	"github.com/tollgate-proxy/tollgate/middleware/internal/registry"
 )
 
 // Registry holds one Limiter per qualified middleware name across config
@@ -17,8 +17,7 @@ type Registry struct {
 	// (monotonic time since a fixed instant); nil means the real one.
 	Clock func() time.Duration
 
-	mu sync.Mutex
-	m  map[string]*Limiter
+	reg registry.Registry[*Limiter]
 }
 
 // Get returns the limiter for name, creating it or changing its rule in
@@ -26,49 +25,30 @@ type Registry struct {
 // A change of ipv6Subnet changes how clients are keyed, so it replaces the
 // limiter with a fresh one (every bucket full).
 func (r *Registry) Get(name string, rule Rule, v6Bits int) *Limiter {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = make(map[string]*Limiter)
-	}
-	if l, ok := r.m[name]; ok && l.v6Bits == v6Bits {
-		l.set(rule)
-		return l
-	}
-	l := NewLimiter(rule, v6Bits, r.Clock)
-	r.m[name] = l
-	return l
+	return r.reg.Get(name,
+		func(l *Limiter) bool {
+			if l.v6Bits != v6Bits {
+				return false
+			}
+			l.set(rule)
+			return true
+		},
+		func() *Limiter { return NewLimiter(rule, v6Bits, r.Clock) })
 }
 
 // Lookup returns the limiter registered under name, or nil.
 func (r *Registry) Lookup(name string) *Limiter {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.m[name]
+	l, _ := r.reg.Lookup(name)
+	return l
 }
 
 // Names returns the registered names, sorted.
-func (r *Registry) Names() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	names := make([]string, 0, len(r.m))
-	for n := range r.m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (r *Registry) Names() []string { return r.reg.Names() }
 
 // Sweep forgets the limiters whose names are not in keep and whose buckets
 // are all full. One with a bucket still refilling stays registered, so a
 // middleware removed and re-added within a few intervals resumes its
 // buckets instead of handing every client a fresh burst.
 func (r *Registry) Sweep(keep map[string]bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for name, l := range r.m {
-		if !keep[name] && l.keys.Load() == 0 {
-			delete(r.m, name)
-		}
-	}
+	r.reg.Sweep(keep, func(l *Limiter) bool { return l.keys.Load() == 0 }, nil)
 }
