@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/tollgate-proxy/tollgate/api"
@@ -102,6 +104,32 @@ func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, u
 func closeAdmins(as admins) {
 	for _, a := range as {
 		_ = a.gate.Close()
+	}
+}
+
+// stop ends the listeners' accepting (each socket closes in this process; at
+// a handover the new process holds it and accepts) and has their servers
+// answer what is under way: a request on a connection already accepted,
+// even one whose bytes arrive after this, is answered, and its connection
+// closed after the answer. It is not http.Server.Shutdown, which drops a
+// request it reads after it began: a poll of /api/process that the old
+// process accepted just before a handover would get no answer
+// (TestAdminStopAnswersAcceptedConnections). shutdown ends the servers.
+func (as admins) stop() {
+	for _, a := range as {
+		a.closing.Store(true)
+		_ = a.gate.Close()
+		a.hs.SetKeepAlivesEnabled(false)
+	}
+}
+
+// shutdown ends the servers after stop, waiting up to wait for the answers
+// under way.
+func (as admins) shutdown(wait time.Duration) {
+	for _, a := range as {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		_ = a.hs.Shutdown(ctx)
+		cancel()
 	}
 }
 

@@ -355,11 +355,7 @@ loop:
 		}
 	}()
 	cancel()
-	for _, a := range admin {
-		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
-		_ = a.hs.Shutdown(sctx)
-		scancel()
-	}
+	admin.stop()
 	srv.Shutdown(drain)
 	if pred != nil {
 		// This process relays its predecessor's releases to its own
@@ -374,6 +370,7 @@ loop:
 	if succ != nil {
 		succ.Close() // the last releases, then bye
 	}
+	admin.shutdown(time.Second)
 	stopDrain()
 	wg.Wait()
 	log.Info().Msg("stopped")

@@ -271,10 +271,7 @@ func (u *upgrader) upgrade() (upgrade.Result, error) {
 			u.srv.EntryPoint(name).CloseListener()
 		}
 	}
-	for _, a := range u.admin {
-		a.closing.Store(true)
-		_ = a.gate.Close()
-	}
+	u.admin.stop()
 	notify(u.log, fmt.Sprintf("MAINPID=%d\nREADY=1", started.PID))
 	u.handedOver <- succ
 	return upgrade.Result{PID: succ.PID(), Generation: gen, PreviousPID: os.Getpid(),
