@@ -21,7 +21,7 @@ var importRules = map[string][]string{
 	"internal/itest/forward":           {},
 	"internal/ratelog":                 {},
 	"internal/decodeerr":               {},
-	"internal/upgrade":                 {"middleware/inflightconn"},
+	"internal/upgrade":                 {"middleware/inflightconn", "middleware/ratelimit"},
 	"labels":                           {"config", "internal/decodeerr"},
 	"provider":                         {"config"},
 	"provider/docker":                  {"config", "labels", "provider", "provider/constraints", "provider/internal/"},

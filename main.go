@@ -259,14 +259,15 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 			}
 		}
 		sort.Strings(uses)
-		if err := pred.Ready(upgrade.Ready{PID: os.Getpid(), Uses: uses}); err != nil {
+		if err := pred.Ready(upgrade.Ready{PID: os.Getpid(), Uses: uses, RateLimits: true}); err != nil {
 			return fmt.Errorf("state channel: %w", err)
 		}
-		exs, err := pred.WaitSnapshot(readyTimeout)
+		snap, err := pred.WaitSnapshot(readyTimeout)
 		if err != nil {
 			return err
 		}
-		pred.Import(&srv.State().Limiters, exs)
+		pred.Import(&srv.State().Limiters, snap.Limiters)
+		pred.ImportRates(&srv.State().RateLimiters, snap.Rates)
 		srv.Start()
 		serveAdmin(admin, up, log)
 		accepting = true
@@ -279,7 +280,7 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 			}
 		}
 		log.Info().Int("pid", pred.Hello.PID).Uint64("generation", pred.Hello.Generation).
-			Int64("connections", stats.Received.Connections.Load()).Int64("clients", stats.Received.Keys.Load()).
+			Int64("connections", stats.Received.Connections.Load()).Int64("clients", stats.Received.Keys.Load()).Int64("rate_buckets", stats.Received.RateKeys.Load()).
 			Msg("upgrade: took over from the old process; accepting")
 		go func() {
 			if err := pred.Run(); err != nil {

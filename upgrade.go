@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/upgrade"
 	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
+	"github.com/tollgate-proxy/tollgate/middleware/ratelimit"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/proxy"
 	"golang.org/x/sys/unix"
@@ -182,7 +183,7 @@ func (u *upgrader) upgrade() (upgrade.Result, error) {
 		return upgrade.Result{}, u.selfErr
 	}
 	gen := u.stats.Generation.Load() + 1
-	hello := upgrade.Hello{Version: upgrade.Version, Generation: gen, PID: os.Getpid()}
+	hello := upgrade.Hello{Version: upgrade.Version, Generation: gen, PID: os.Getpid(), RateLimits: true}
 	var files []*os.File
 	defer func() {
 		for _, f := range files {
@@ -242,7 +243,15 @@ func (u *upgrader) upgrade() (upgrade.Result, error) {
 		exs = append(exs, l.Export(name, succ.Remote(len(exs))))
 		limiters = append(limiters, l)
 	})
-	err = succ.SendSnapshot(exs)
+	// The rate buckets go to a new process that reads them; one from
+	// before they were handed over starts with every bucket full.
+	snap := upgrade.Snapshot{Limiters: exs, WithRates: ready.RateLimits}
+	if ready.RateLimits {
+		u.srv.State().RateLimiters.Each(func(name string, l *ratelimit.Limiter) {
+			snap.Rates = append(snap.Rates, l.Export(name))
+		})
+	}
+	err = succ.SendSnapshot(snap)
 	var started upgrade.Started
 	if err == nil {
 		started, err = succ.WaitStarted(startedTimeout)

@@ -592,3 +592,35 @@ func TestUpgradeDecidesLateConnectionsInTheNewProcess(t *testing.T) {
 		t.Fatalf("handover view: %+v", v.Received)
 	}
 }
+
+// rateLimit buckets move with the counts: a client that spent its burst
+// through the old process gets nothing more from the new one, a client the
+// old process did not see has its whole burst, and the totals carry on.
+func TestUpgradeKeepsRateBuckets(t *testing.T) {
+	be := itest.EchoServer(t, "")
+	conf := rateConfig(be, map[string]string{"r": "db"}, "rl",
+		"    rl:\n      rateLimit:\n        average: 1\n        period: 1m\n        burst: 3\n")
+	dyn := itest.WriteFile(t, "dyn.yml", conf)
+	ep := itest.FreeAddr(t)
+	g := itest.StartTollgate(t, "--entryPoints.db.address="+ep, "--entryPoints.db.transport.lifeCycle.graceTimeOut=1s",
+		"--providers.file.filename="+dyn)
+	itest.Eventually(t, 5*time.Second, func() bool { return g.Rawdata(t).Routers["r@file"].Status == "enabled" }, "router r@file not enabled")
+	if n := attempts(t, 5, "127.0.0.2", ep); n != 3 {
+		t.Fatalf("the old process forwarded %d of 5 attempts, want burst 3", n)
+	}
+	r := mustUpgrade(t, g.API)
+	v := processView(t, g.API)
+	if v.PID != r.PID || v.Received == nil || v.Received.RateLimiters != 1 || v.Received.RateKeys != 1 {
+		t.Fatalf("the new process's view %+v, want 1 rate limiter with 1 client's bucket received", v.Received)
+	}
+	if n := attempts(t, 3, "127.0.0.2", ep); n != 0 {
+		t.Fatalf("the new process forwarded %d for 127.0.0.2, which spent its burst through the old one (1 a minute)", n)
+	}
+	if n := attempts(t, 5, "127.0.0.3", ep); n != 3 {
+		t.Fatalf("the new process forwarded %d of 5 for a client the old one never saw, want its burst 3", n)
+	}
+	st := rateOf(t, g, "rl@file")
+	if st.Admitted != 6 || st.Rejected != 7 {
+		t.Fatalf("totals after the upgrade: admitted %d, rejected %d; want 6 and 7 (3+3, 2+3+2)", st.Admitted, st.Rejected)
+	}
+}

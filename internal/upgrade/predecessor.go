@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
+	"github.com/tollgate-proxy/tollgate/middleware/ratelimit"
 )
 
 // helloTimeout bounds the wait for the old process's hello: it sends it
@@ -91,21 +92,22 @@ func (p *Predecessor) Ready(r Ready) error {
 }
 
 // WaitSnapshot waits, at most timeout, for the old process to stop
-// accepting and send its counts.
-func (p *Predecessor) WaitSnapshot(timeout time.Duration) ([]inflightconn.Export, error) {
+// accepting and send its counts (and its rate buckets, when Ready said this
+// process reads them).
+func (p *Predecessor) WaitSnapshot(timeout time.Duration) (Snapshot, error) {
 	_ = p.conn.SetReadDeadline(time.Now().Add(timeout))
 	defer func() { _ = p.conn.SetReadDeadline(time.Time{}) }()
 	typ, b, err := readFrame(p.r)
 	if errors.Is(err, io.EOF) {
-		return nil, errors.New("the old process ended the upgrade (the state channel closed before the snapshot)")
+		return Snapshot{}, errors.New("the old process ended the upgrade (the state channel closed before the snapshot)")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("state channel: waiting for the snapshot: %w", err)
+		return Snapshot{}, fmt.Errorf("state channel: waiting for the snapshot: %w", err)
 	}
 	if typ != msgSnapshot {
-		return nil, fmt.Errorf("state channel: %w: type %d where the snapshot was expected", errFrame, typ)
+		return Snapshot{}, fmt.Errorf("state channel: %w: type %d where the snapshot was expected", errFrame, typ)
 	}
-	return decodeSnapshot(b)
+	return decodeSnapshot(b, p.Hello.RateLimits)
 }
 
 // Import puts the snapshot's counts in the registry's limiters and
@@ -131,6 +133,21 @@ func (p *Predecessor) Import(reg *inflightconn.Registry, exs []inflightconn.Expo
 	p.st.Received.Keys.Store(keys)
 	p.st.Received.Connections.Store(conns)
 	p.st.Outstanding.Store(conns)
+}
+
+// ImportRates puts the snapshot's rate buckets into the registry's limiters
+// of the same names (ratelimit.Registry.Import). Nothing is forwarded
+// afterwards: the old process admits no connection by itself any more.
+func (p *Predecessor) ImportRates(reg *ratelimit.Registry, rates []ratelimit.Export) {
+	var limiters, keys int64
+	for i := range rates {
+		if l, n := reg.Import(&rates[i]); l != nil {
+			limiters++
+			keys += int64(n)
+		}
+	}
+	p.st.Received.RateLimiters.Store(limiters)
+	p.st.Received.RateKeys.Store(keys)
 }
 
 // Started tells the old process this one accepts.

@@ -42,7 +42,7 @@ func helper(mode string) int {
 	if p.Ready(Ready{PID: os.Getpid()}) != nil {
 		return 12
 	}
-	exs, err := p.WaitSnapshot(10 * time.Second)
+	snap, err := p.WaitSnapshot(10 * time.Second)
 	if err != nil {
 		return 13
 	}
@@ -50,7 +50,7 @@ func helper(mode string) int {
 		return 3
 	}
 	var reg inflightconn.Registry
-	p.Import(&reg, exs)
+	p.Import(&reg, snap.Limiters)
 	l := reg.Lookup("m@file")
 	if l == nil || l.Stats().InFlight != 3 || l.Acquire(netip.MustParseAddr("10.0.0.1")) {
 		return 14 // 3 imported, amount 3: nothing more for that key
@@ -128,7 +128,7 @@ func TestDeathAfterTheSnapshot(t *testing.T) {
 	l := inflightconn.NewLimiter(2, false, 0)
 	k := netip.MustParseAddr("10.0.0.1")
 	l.Acquire(k)
-	if err := s.SendSnapshot([]inflightconn.Export{l.Export("m@file", s.Remote(0))}); err != nil {
+	if err := s.SendSnapshot(Snapshot{Limiters: []inflightconn.Export{l.Export("m@file", s.Remote(0))}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.WaitStarted(5 * time.Second); err == nil {
@@ -157,7 +157,7 @@ func TestHandoverBetweenProcesses(t *testing.T) {
 		l.Acquire(k)
 	}
 	ex := l.Export("m@file", s.Remote(0))
-	if err := s.SendSnapshot([]inflightconn.Export{ex}); err != nil {
+	if err := s.SendSnapshot(Snapshot{Limiters: []inflightconn.Export{ex}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.WaitStarted(10 * time.Second); err != nil {

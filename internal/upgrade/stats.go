@@ -2,9 +2,10 @@
 // "Upgrading in place"): the old process starts the new one from the same
 // command line with its listening sockets and a state channel (a
 // socketpair), waits until it is ready, stops accepting, hands over every
-// inFlightConn limiter's counts, and forwards the release of each of its
-// connections as it ends, so that the per-client limits stay one budget
-// across both processes. It also speaks systemd's notify protocol.
+// inFlightConn limiter's counts and every rateLimit limiter's buckets, and
+// forwards the release of each of its connections as it ends, so that the
+// per-client limits stay one budget across both processes. It also speaks
+// systemd's notify protocol.
 //
 // The process side (what to hand over, when to stop accepting) is main.go's;
 // this package is the protocol and the processes.
@@ -50,6 +51,10 @@ type Counts struct {
 	Limiters    atomic.Int64
 	Keys        atomic.Int64
 	Connections atomic.Int64
+	// The rateLimit limiters and the client keys whose buckets were not
+	// full (received: imported into a limiter of the same name).
+	RateLimiters atomic.Int64
+	RateKeys     atomic.Int64
 }
 
 // View is Stats as the API shows them (GET /api/process).
@@ -88,9 +93,11 @@ type SentView struct {
 
 // CountsView is a snapshot's size.
 type CountsView struct {
-	Limiters    int64 `json:"limiters"`
-	Keys        int64 `json:"keys"`
-	Connections int64 `json:"connections"`
+	Limiters     int64 `json:"limiters"`
+	Keys         int64 `json:"keys"`
+	Connections  int64 `json:"connections"`
+	RateLimiters int64 `json:"rateLimiters"`
+	RateKeys     int64 `json:"rateKeys"`
 }
 
 // UpgradesView counts the upgrades this process attempted.
@@ -101,7 +108,7 @@ type UpgradesView struct {
 }
 
 func (c *Counts) view() CountsView {
-	return CountsView{c.Limiters.Load(), c.Keys.Load(), c.Connections.Load()}
+	return CountsView{c.Limiters.Load(), c.Keys.Load(), c.Connections.Load(), c.RateLimiters.Load(), c.RateKeys.Load()}
 }
 
 // View returns the counters now; state is the process's state word.

@@ -268,10 +268,12 @@ func (s *Successor) kick() {
 	}
 }
 
-// SendSnapshot sends the limiters' counts (exs[i] exported with Remote(i))
-// and starts sending the releases and acquires queued since.
-func (s *Successor) SendSnapshot(exs []inflightconn.Export) error {
-	b, err := encodeSnapshot(exs)
+// SendSnapshot sends the limiters' counts (snap.Limiters[i] exported with
+// Remote(i)) and the rate buckets, and starts sending the releases and
+// acquires queued since.
+func (s *Successor) SendSnapshot(snap Snapshot) error {
+	exs := snap.Limiters
+	b, err := encodeSnapshot(snap)
 	if err != nil {
 		return err
 	}
@@ -291,6 +293,12 @@ func (s *Successor) SendSnapshot(exs []inflightconn.Export) error {
 	s.st.Sent.Limiters.Store(int64(len(exs)))
 	s.st.Sent.Keys.Store(keys)
 	s.st.Sent.Connections.Store(conns)
+	var rateKeys int64
+	for _, ex := range snap.Rates {
+		rateKeys += int64(len(ex.Keys))
+	}
+	s.st.Sent.RateLimiters.Store(int64(len(snap.Rates)))
+	s.st.Sent.RateKeys.Store(rateKeys)
 	s.mu.Lock()
 	s.writing = true
 	s.mu.Unlock()

@@ -10,8 +10,10 @@ import (
 	"io"
 	"math"
 	"net/netip"
+	"time"
 
 	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
+	"github.com/tollgate-proxy/tollgate/middleware/ratelimit"
 )
 
 // The state channel is a stream socket (one end of a socketpair) carrying
@@ -23,7 +25,7 @@ import (
 //	old -> new  hello     JSON Hello: generation, listeners and their descriptors, health, providers
 //	new -> old  ready     JSON Ready: configuration applied, listeners in hand, not accepting
 //	new -> old  fail      text: why the new process gives up (before ready)
-//	old -> new  snapshot  binary: every inFlightConn limiter's counts and totals
+//	old -> new  snapshot  binary: every inFlightConn limiter's counts and totals (and the rateLimit buckets)
 //	new -> old  started   JSON Started: the new process accepts
 //	old -> new  releases  binary batch: (limiter, key) of connections that ended
 //	old -> new  acquires  binary batch: (seq, limiter, key) of connections asking for a slot
@@ -80,6 +82,9 @@ type Hello struct {
 	// Providers delivered a configuration in the old process: the new one
 	// is ready only once each of them has delivered one to it.
 	Providers []string `json:"providers,omitempty"`
+	// RateLimits: the old process sends the rateLimit buckets in the
+	// snapshot to a new process that reads them (Ready.RateLimits).
+	RateLimits bool `json:"rateLimits,omitempty"`
 }
 
 // Ready is the new process's "configuration applied, not accepting".
@@ -88,6 +93,10 @@ type Ready struct {
 	// Uses names the inherited listeners it serves on; the old process
 	// closes the others at once (their entry point is gone or moved).
 	Uses []string `json:"uses"`
+	// RateLimits: this process reads the rateLimit buckets in the snapshot
+	// (Snapshot.WithRates). Absent from a tollgate from before they were
+	// handed over, which gets a snapshot without them.
+	RateLimits bool `json:"rateLimits,omitempty"`
 }
 
 // Started is the new process's "accepting".
@@ -259,14 +268,35 @@ func (r *reader) addr() netip.Addr {
 	return netip.Addr{}
 }
 
+// Snapshot is what the old process hands over while neither process
+// accepts: every inFlightConn limiter's counts and, for a new process that
+// reads them (Ready.RateLimits), every rateLimit limiter's buckets.
+type Snapshot struct {
+	Limiters []inflightconn.Export
+	// WithRates: the payload carries the rates section (Rates may be
+	// empty). A tollgate from before rateLimit buckets were handed over
+	// neither sends nor reads one: the old process sends it only to a new
+	// process that reads it (Ready.RateLimits), and the new process expects
+	// it only from an old process that sends it (Hello.RateLimits).
+	WithRates bool
+	Rates     []ratelimit.Export
+}
+
 // encodeSnapshot is the snapshot payload:
 //
 //	u16 limiters, then per limiter: u16 name length, name, i64 amount,
 //	u8 dryRun, u8 ipv6Subnet bits, u64 admitted, u64 rejected, u32 keys,
 //	then per key: key (u8 length, bytes), i64 count.
-func encodeSnapshot(exs []inflightconn.Export) ([]byte, error) {
-	if len(exs) > math.MaxUint16 {
-		return nil, fmt.Errorf("%d limiters: more than a snapshot holds", len(exs))
+//
+// With rates, a second section follows:
+//
+//	u16 rate limiters, then per limiter: u16 name length, name, u8
+//	ipv6Subnet bits, u64 emission interval (ns), u64 admitted, u64
+//	rejected, u32 keys, then per key: key, u64 ns ahead.
+func encodeSnapshot(snap Snapshot) ([]byte, error) {
+	exs := snap.Limiters
+	if len(exs) > math.MaxUint16 || len(snap.Rates) > math.MaxUint16 {
+		return nil, fmt.Errorf("%d limiters and %d rate limiters: more than a snapshot holds", len(exs), len(snap.Rates))
 	}
 	b := binary.BigEndian.AppendUint16(nil, uint16(len(exs)))
 	for _, ex := range exs {
@@ -289,17 +319,43 @@ func encodeSnapshot(exs []inflightconn.Export) ([]byte, error) {
 			b = binary.BigEndian.AppendUint64(b, uint64(kc.Count))
 		}
 	}
+	if !snap.WithRates {
+		return b, nil
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(snap.Rates)))
+	for _, ex := range snap.Rates {
+		if len(ex.Name) > maxName || len(ex.Keys) > math.MaxUint32 {
+			return nil, fmt.Errorf("rate limiter %.40q: name or keys too long for a snapshot", ex.Name)
+		}
+		b = binary.BigEndian.AppendUint16(b, uint16(len(ex.Name)))
+		b = append(b, ex.Name...)
+		b = append(b, byte(ex.V6Bits))
+		b = binary.BigEndian.AppendUint64(b, uint64(ex.Interval))
+		b = binary.BigEndian.AppendUint64(b, ex.Admitted)
+		b = binary.BigEndian.AppendUint64(b, ex.Rejected)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(ex.Keys)))
+		for _, kd := range ex.Keys {
+			b = appendAddr(b, kd.Key)
+			b = binary.BigEndian.AppendUint64(b, uint64(kd.Ahead))
+		}
+	}
 	return b, nil
 }
 
-// decodeSnapshot parses a snapshot payload. Every value is checked: a
-// negative amount or count, a subnet past 128 bits or trailing bytes make
-// the whole snapshot an error (the upgrade then fails: nothing is imported
-// half).
-func decodeSnapshot(b []byte) ([]inflightconn.Export, error) {
+// maxAhead bounds a bucket's debt in a snapshot (about 73 years, the
+// limiter's own cap).
+const maxAhead = math.MaxInt64 / 4
+
+// decodeSnapshot parses a snapshot payload, with the rates section when
+// withRates (the old process said it sends one: Hello.RateLimits). Every
+// value is checked: a negative amount or count, a subnet past 128 bits, a
+// debt that is not positive or past maxAhead, debts without an interval, a
+// missing section or trailing bytes make the whole snapshot an error (the
+// upgrade then fails: nothing is imported half).
+func decodeSnapshot(b []byte, withRates bool) (Snapshot, error) {
 	r := &reader{b: b}
 	n := int(r.u16())
-	var exs []inflightconn.Export
+	var snap Snapshot
 	for i := 0; i < n && r.err == nil; i++ {
 		var ex inflightconn.Export
 		ex.Name = string(r.take(int(r.u16())))
@@ -325,15 +381,46 @@ func decodeSnapshot(b []byte) ([]inflightconn.Export, error) {
 			}
 			ex.Keys = append(ex.Keys, inflightconn.KeyCount{Key: k, Count: c})
 		}
-		exs = append(exs, ex)
+		snap.Limiters = append(snap.Limiters, ex)
+	}
+	if r.err == nil && withRates {
+		snap.WithRates = true
+		n := int(r.u16())
+		snap.Rates = make([]ratelimit.Export, 0, min(n, len(r.b)/32))
+		for i := 0; i < n && r.err == nil; i++ {
+			var ex ratelimit.Export
+			ex.Name = string(r.take(int(r.u16())))
+			bits := r.u8()
+			interval := r.u64()
+			ex.Admitted, ex.Rejected = r.u64(), r.u64()
+			keys := int(r.u32())
+			if r.err != nil {
+				break
+			}
+			if ex.Name == "" || bits > 128 || interval > maxAhead || (keys > 0 && interval == 0) || keys > len(r.b)/13 {
+				r.err = errFrame
+				break
+			}
+			ex.V6Bits, ex.Interval = int(bits), time.Duration(interval)
+			ex.Keys = make([]ratelimit.KeyDebt, 0, keys)
+			for j := 0; j < keys && r.err == nil; j++ {
+				k := r.addr()
+				a := r.u64()
+				if r.err == nil && (a == 0 || a > maxAhead) {
+					r.err = errFrame
+				}
+				ex.Keys = append(ex.Keys, ratelimit.KeyDebt{Key: k, Ahead: time.Duration(a)})
+			}
+			snap.Rates = append(snap.Rates, ex)
+		}
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = errFrame
 	}
 	if r.err != nil {
-		return nil, fmt.Errorf("%w: snapshot", errFrame)
+		return Snapshot{}, fmt.Errorf("%w: snapshot", errFrame)
 	}
-	return exs, nil
+	return snap, nil
 }
 
 func appendRelease(b []byte, m release) []byte {

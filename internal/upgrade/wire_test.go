@@ -5,61 +5,91 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
 	"net/netip"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
+	"github.com/tollgate-proxy/tollgate/middleware/ratelimit"
 )
 
-func sampleSnapshot() []inflightconn.Export {
-	return []inflightconn.Export{
-		{Name: "limit@file", Amount: 5, Admitted: 7, Rejected: 2, Keys: []inflightconn.KeyCount{
-			{Key: netip.MustParseAddr("127.0.0.2"), Count: 5}, {Key: netip.MustParseAddr("2001:db8::1"), Count: 1}}},
-		{Name: "dry@docker", Amount: 0, DryRun: true, V6Bits: 64},
+func sampleSnapshot() Snapshot {
+	return Snapshot{
+		Limiters: []inflightconn.Export{
+			{Name: "limit@file", Amount: 5, Admitted: 7, Rejected: 2, Keys: []inflightconn.KeyCount{
+				{Key: netip.MustParseAddr("127.0.0.2"), Count: 5}, {Key: netip.MustParseAddr("2001:db8::1"), Count: 1}}},
+			{Name: "dry@docker", Amount: 0, DryRun: true, V6Bits: 64, Keys: []inflightconn.KeyCount{}},
+		},
+		WithRates: true,
+		Rates: []ratelimit.Export{
+			{Name: "rate@file", Interval: 50 * time.Millisecond, Admitted: 30, Rejected: 4, Keys: []ratelimit.KeyDebt{
+				{Key: netip.MustParseAddr("127.0.0.2"), Ahead: 120 * time.Millisecond}, {Key: netip.MustParseAddr("2001:db8::"), Ahead: time.Nanosecond}}},
+			{Name: "off@docker", V6Bits: 48, Keys: []ratelimit.KeyDebt{}},
+		},
 	}
 }
 
 func TestSnapshotRoundTrip(t *testing.T) {
-	in := sampleSnapshot()
-	b, err := encodeSnapshot(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := decodeSnapshot(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in[1].Keys = []inflightconn.KeyCount{} // decoded as empty, not nil
-	if !reflect.DeepEqual(in, out) {
-		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
-	}
-	// Every truncation is an error, never a shorter snapshot.
-	for n := 0; n < len(b); n++ {
-		if _, err := decodeSnapshot(b[:n]); err == nil {
-			t.Fatalf("a snapshot cut at %d of %d bytes decoded", n, len(b))
+	for _, withRates := range []bool{true, false} {
+		in := sampleSnapshot()
+		if !withRates {
+			in.WithRates, in.Rates = false, nil
 		}
-	}
-	if _, err := decodeSnapshot(append(b, 0)); err == nil {
-		t.Fatal("trailing bytes decoded")
+		b, err := encodeSnapshot(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := decodeSnapshot(b, withRates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(in, out) {
+			t.Fatalf("round trip (rates %v):\n got %+v\nwant %+v", withRates, out, in)
+		}
+		// Every truncation is an error, never a shorter snapshot.
+		for n := 0; n < len(b); n++ {
+			if _, err := decodeSnapshot(b[:n], withRates); err == nil {
+				t.Fatalf("a snapshot cut at %d of %d bytes decoded (rates %v)", n, len(b), withRates)
+			}
+		}
+		if _, err := decodeSnapshot(append(b, 0), withRates); err == nil {
+			t.Fatal("trailing bytes decoded")
+		}
+		// The sections must be what the old process said it sends: a
+		// snapshot with rates read as one without has trailing bytes, one
+		// without read as one with is cut short.
+		if _, err := decodeSnapshot(b, !withRates); err == nil {
+			t.Fatalf("a snapshot with rates %v decoded as one with rates %v", withRates, !withRates)
+		}
 	}
 }
 
 // Values a process never sends are refused: a negative count would release
-// more than was counted, a negative amount is not a limit.
+// more than was counted, a negative amount is not a limit, a debt that is
+// not positive or has no interval means nothing.
 func TestSnapshotRefusesBadValues(t *testing.T) {
-	for name, ex := range map[string]inflightconn.Export{
-		"negative count":  {Name: "m", Amount: 1, Keys: []inflightconn.KeyCount{{Key: netip.MustParseAddr("10.0.0.1"), Count: -1}}},
-		"zero count":      {Name: "m", Amount: 1, Keys: []inflightconn.KeyCount{{Key: netip.MustParseAddr("10.0.0.1"), Count: 0}}},
-		"negative amount": {Name: "m", Amount: -3},
-		"no name":         {Name: "", Amount: 1},
-		"subnet 129":      {Name: "m", Amount: 1, V6Bits: 129},
+	k := netip.MustParseAddr("10.0.0.1")
+	for name, snap := range map[string]Snapshot{
+		"negative count":      {Limiters: []inflightconn.Export{{Name: "m", Amount: 1, Keys: []inflightconn.KeyCount{{Key: k, Count: -1}}}}},
+		"zero count":          {Limiters: []inflightconn.Export{{Name: "m", Amount: 1, Keys: []inflightconn.KeyCount{{Key: k, Count: 0}}}}},
+		"negative amount":     {Limiters: []inflightconn.Export{{Name: "m", Amount: -3}}},
+		"no name":             {Limiters: []inflightconn.Export{{Name: "", Amount: 1}}},
+		"subnet 129":          {Limiters: []inflightconn.Export{{Name: "m", Amount: 1, V6Bits: 129}}},
+		"rate without name":   {WithRates: true, Rates: []ratelimit.Export{{Interval: time.Second}}},
+		"rate subnet 129":     {WithRates: true, Rates: []ratelimit.Export{{Name: "r", V6Bits: 129, Interval: time.Second}}},
+		"debt without a rate": {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Keys: []ratelimit.KeyDebt{{Key: k, Ahead: time.Second}}}}},
+		"zero debt":           {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Interval: time.Second, Keys: []ratelimit.KeyDebt{{Key: k}}}}},
+		"negative debt":       {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Interval: time.Second, Keys: []ratelimit.KeyDebt{{Key: k, Ahead: -time.Second}}}}},
+		"negative interval":   {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Interval: -time.Second}}},
+		"debt of a century":   {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Interval: time.Second, Keys: []ratelimit.KeyDebt{{Key: k, Ahead: time.Duration(math.MaxInt64)}}}}},
 	} {
-		b, err := encodeSnapshot([]inflightconn.Export{ex})
+		b, err := encodeSnapshot(snap)
 		if err != nil {
 			continue
 		}
-		if _, err := decodeSnapshot(b); err == nil {
+		if _, err := decodeSnapshot(b, snap.WithRates); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
 	}
@@ -163,27 +193,42 @@ func FuzzStateChannel(f *testing.F) {
 func fuzzPayload(t *testing.T, typ byte, p []byte) {
 	switch typ {
 	case msgSnapshot:
-		exs, err := decodeSnapshot(p)
-		if err != nil {
-			return
-		}
-		for _, ex := range exs {
-			for _, kc := range ex.Keys {
-				if kc.Count <= 0 || !kc.Key.IsValid() || kc.Key.Is4In6() {
-					t.Fatalf("decoded key %v count %d", kc.Key, kc.Count)
+		for _, withRates := range []bool{false, true} {
+			snap, err := decodeSnapshot(p, withRates)
+			if err != nil {
+				continue
+			}
+			for _, ex := range snap.Limiters {
+				for _, kc := range ex.Keys {
+					if kc.Count <= 0 || !kc.Key.IsValid() || kc.Key.Is4In6() {
+						t.Fatalf("decoded key %v count %d", kc.Key, kc.Count)
+					}
+				}
+				if ex.Amount < 0 || ex.V6Bits > 128 {
+					t.Fatalf("decoded %+v", ex)
 				}
 			}
-			if ex.Amount < 0 || ex.V6Bits > 128 {
-				t.Fatalf("decoded %+v", ex)
+			for _, ex := range snap.Rates {
+				for _, kd := range ex.Keys {
+					if kd.Ahead <= 0 || kd.Ahead > maxAhead || !kd.Key.IsValid() || kd.Key.Is4In6() {
+						t.Fatalf("decoded rate key %v ahead %v", kd.Key, kd.Ahead)
+					}
+				}
+				if ex.V6Bits > 128 || ex.Interval < 0 || (len(ex.Keys) > 0 && ex.Interval == 0) {
+					t.Fatalf("decoded %+v", ex)
+				}
 			}
-		}
-		b, err := encodeSnapshot(exs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		again, err := decodeSnapshot(b)
-		if err != nil || !reflect.DeepEqual(exs, again) {
-			t.Fatalf("re-encoded snapshot differs: %v", err)
+			if snap.WithRates != withRates {
+				t.Fatalf("decoded rates %v, asked %v", snap.WithRates, withRates)
+			}
+			b, err := encodeSnapshot(snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := decodeSnapshot(b, withRates)
+			if err != nil || !reflect.DeepEqual(snap, again) {
+				t.Fatalf("re-encoded snapshot differs: %v", err)
+			}
 		}
 	case msgReleases:
 		_ = decodeReleases(p, func(m release) error {

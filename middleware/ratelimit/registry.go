@@ -45,6 +45,9 @@ func (r *Registry) Lookup(name string) *Limiter {
 // Names returns the registered names, sorted.
 func (r *Registry) Names() []string { return r.reg.Names() }
 
+// Each calls f for every registered limiter, sorted by name.
+func (r *Registry) Each(f func(name string, l *Limiter)) { r.reg.Each(f) }
+
 // Sweep forgets the limiters whose names are not in keep and whose buckets
 // are all full. One with a bucket still refilling stays registered, so a
 // middleware removed and re-added within a few intervals resumes its
