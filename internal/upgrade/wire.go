@@ -250,6 +250,8 @@ func (r *reader) u64() uint64 {
 	return 0
 }
 
+func (r *reader) name() string { return string(r.take(int(r.u16()))) }
+
 func (r *reader) addr() netip.Addr {
 	switch n := r.u8(); n {
 	case 4:
@@ -303,17 +305,14 @@ func encodeSnapshot(snap Snapshot) ([]byte, error) {
 		if len(ex.Name) > maxName || len(ex.Keys) > math.MaxUint32 {
 			return nil, fmt.Errorf("limiter %.40q: name or keys too long for a snapshot", ex.Name)
 		}
-		b = binary.BigEndian.AppendUint16(b, uint16(len(ex.Name)))
-		b = append(b, ex.Name...)
+		b = appendName(b, ex.Name)
 		b = binary.BigEndian.AppendUint64(b, uint64(ex.Amount))
 		dry := byte(0)
 		if ex.DryRun {
 			dry = 1
 		}
 		b = append(b, dry, byte(ex.V6Bits))
-		b = binary.BigEndian.AppendUint64(b, ex.Admitted)
-		b = binary.BigEndian.AppendUint64(b, ex.Rejected)
-		b = binary.BigEndian.AppendUint32(b, uint32(len(ex.Keys)))
+		b = appendTotals(b, ex.Admitted, ex.Rejected, len(ex.Keys))
 		for _, kc := range ex.Keys {
 			b = appendAddr(b, kc.Key)
 			b = binary.BigEndian.AppendUint64(b, uint64(kc.Count))
@@ -327,19 +326,28 @@ func encodeSnapshot(snap Snapshot) ([]byte, error) {
 		if len(ex.Name) > maxName || len(ex.Keys) > math.MaxUint32 {
 			return nil, fmt.Errorf("rate limiter %.40q: name or keys too long for a snapshot", ex.Name)
 		}
-		b = binary.BigEndian.AppendUint16(b, uint16(len(ex.Name)))
-		b = append(b, ex.Name...)
-		b = append(b, byte(ex.V6Bits))
+		b = append(appendName(b, ex.Name), byte(ex.V6Bits))
 		b = binary.BigEndian.AppendUint64(b, uint64(ex.Interval))
-		b = binary.BigEndian.AppendUint64(b, ex.Admitted)
-		b = binary.BigEndian.AppendUint64(b, ex.Rejected)
-		b = binary.BigEndian.AppendUint32(b, uint32(len(ex.Keys)))
+		b = appendTotals(b, ex.Admitted, ex.Rejected, len(ex.Keys))
 		for _, kd := range ex.Keys {
 			b = appendAddr(b, kd.Key)
 			b = binary.BigEndian.AppendUint64(b, uint64(kd.Ahead))
 		}
 	}
 	return b, nil
+}
+
+// appendName appends a limiter's name: u16 length, bytes.
+func appendName(b []byte, name string) []byte {
+	return append(binary.BigEndian.AppendUint16(b, uint16(len(name))), name...)
+}
+
+// appendTotals appends a limiter's admitted and rejected totals (u64 each)
+// and its number of keys (u32).
+func appendTotals(b []byte, admitted, rejected uint64, keys int) []byte {
+	b = binary.BigEndian.AppendUint64(b, admitted)
+	b = binary.BigEndian.AppendUint64(b, rejected)
+	return binary.BigEndian.AppendUint32(b, uint32(keys))
 }
 
 // maxAhead bounds a bucket's debt in a snapshot (about 73 years, the
@@ -358,7 +366,7 @@ func decodeSnapshot(b []byte, withRates bool) (Snapshot, error) {
 	var snap Snapshot
 	for i := 0; i < n && r.err == nil; i++ {
 		var ex inflightconn.Export
-		ex.Name = string(r.take(int(r.u16())))
+		ex.Name = r.name()
 		ex.Amount = int64(r.u64())
 		dry := r.u8()
 		bits := r.u8()
@@ -389,7 +397,7 @@ func decodeSnapshot(b []byte, withRates bool) (Snapshot, error) {
 		snap.Rates = make([]ratelimit.Export, 0, min(n, len(r.b)/32))
 		for i := 0; i < n && r.err == nil; i++ {
 			var ex ratelimit.Export
-			ex.Name = string(r.take(int(r.u16())))
+			ex.Name = r.name()
 			bits := r.u8()
 			interval := r.u64()
 			ex.Admitted, ex.Rejected = r.u64(), r.u64()
