@@ -231,11 +231,17 @@ func TestOutOfDescriptorsLogIsBounded(t *testing.T) {
 	// Once clients and backends fill the table in pairs, one descriptor may
 	// stay free: each accept then succeeds and its dial fails, and no accept
 	// ever fails. An idle connection to the admin API takes that descriptor.
+	// Or none is free and every waiting connection has been taken: only a
+	// new connection can then fail to be accepted, so one is offered too.
 	itest.Eventually(t, 10*time.Second, func() bool {
 		accepts := metricValue(t, p, `tollgate_entrypoint_accept_errors_total{entrypoint="tcp"}`)
 		dials := metricValue(t, p, `tollgate_service_dial_errors_total{service="s@file"}`)
 		if dials > 0 && accepts <= 0 && len(conns) < 420 {
 			if c, err := net.DialTimeout("tcp", p.API, time.Second); err == nil {
+				conns = append(conns, c)
+			}
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 2, 1)}, Timeout: 100 * time.Millisecond}
+			if c, err := d.Dial("tcp", ep); err == nil {
 				conns = append(conns, c)
 			}
 		}
