@@ -27,8 +27,9 @@ import (
 //
 // One loop per CPU (GOMAXPROCS as the process found it; SpareP adds a P for
 // everything else). Every listener is in every loop's epoll set with
-// EPOLLEXCLUSIVE, so the kernel wakes one loop per incoming connection and
-// accepts spread over the loops without a handoff. A loop with nothing to
+// EPOLLEXCLUSIVE, so the kernel wakes one loop per incoming connection,
+// and a loop far more loaded than the others stops accepting for a while
+// (rebalance): no connection is handed between loops. A loop with nothing to
 // do blocks in epoll_wait on its own thread; run says how it keeps clear
 // of the Go scheduler otherwise.
 
@@ -54,6 +55,7 @@ type engine struct {
 	wg      sync.WaitGroup
 	started bool
 	once    sync.Once
+	balance sync.Mutex // serializes the loops' shed decisions (loop.rebalance)
 }
 
 // loopCount is how many loops a Server runs; 0 until SpareP, which sets it:
@@ -94,6 +96,9 @@ func newEngine(n int, log zerolog.Logger) (*engine, error) {
 			return nil, err
 		}
 		e.loops = append(e.loops, l)
+	}
+	for _, l := range e.loops {
+		l.peers, l.balance = e.loops, &e.balance
 	}
 	return e, nil
 }
@@ -172,6 +177,15 @@ type loop struct {
 	pipeSize  int // the size asked of new pipes
 	stopping  bool
 	live      int // connections on this loop
+
+	// Balance (rebalance): load is live, published for the other loops;
+	// shed says this loop has taken its listeners out of its set so that
+	// less loaded loops take the next connections. Written by this loop's
+	// goroutine only; read by the others under balance.
+	peers   []*loop // every loop of the engine, this one included
+	balance *sync.Mutex
+	load    atomic.Int64
+	shed    atomic.Bool
 }
 
 // listenerSlot is an entry point's listener in one loop's epoll set.
@@ -317,22 +331,133 @@ func (l *loop) runCommands() {
 	}
 }
 
-// addListener puts ep's listener in the loop's epoll set.
+// inSet reports whether a listener is in the loop's epoll set: unless it
+// is backing off after a failed accept, or the loop sheds.
+func (l *loop) inSet(ls *listenerSlot) bool { return !ls.paused && !l.shed.Load() }
+
+func (l *loop) listen(ls *listenerSlot) error {
+	return l.ctl(unix.EPOLL_CTL_ADD, ls.ep.lfd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, eventData(tagListener, uint32(ls.slot), 0))
+}
+
+// addListener puts ep's listener in the loop's epoll set (or files it for
+// when the loop stops shedding).
 func (l *loop) addListener(ep *EntryPoint) error {
 	slot := len(l.listeners)
 	ls := &listenerSlot{ep: ep, slot: slot}
 	l.listeners = append(l.listeners, ls)
-	return l.ctl(unix.EPOLL_CTL_ADD, ep.lfd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, eventData(tagListener, uint32(slot), 0))
+	if !l.inSet(ls) {
+		return nil
+	}
+	return l.listen(ls)
 }
 
 // removeListener takes ep's listener out of the loop's epoll set.
 func (l *loop) removeListener(ep *EntryPoint) {
 	for i, ls := range l.listeners {
 		if ls != nil && ls.ep == ep {
-			if !ls.paused {
+			if l.inSet(ls) {
 				_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, ep.lfd, nil)
 			}
 			l.listeners[i] = nil
+		}
+	}
+}
+
+// Balance. Every loop waits on every listener with EPOLLEXCLUSIVE, and the
+// kernel wakes the first loop in the listener's queue that is waiting: under
+// a burst of connections the loop that is already awake takes most of them.
+// Short connections even out; long ones do not (32 persistent connections
+// opened at once landed 32 to 0, or 28 to 4, on two loops), and one loop
+// then serves every byte while the other CPU idles. So a loop that holds
+// more than shedAbove connections beyond the least loaded loop takes its
+// listeners out of its set, and the others take the next connections (as
+// nginx's ngx_accept_disabled keeps a full worker from accepting); it puts
+// them back once it is within shedBelow of the least loaded. One loop
+// always accepts, or is about to: a loop that sheds while every other one
+// does tells the least loaded to accept again (its listeners are back as
+// soon as it runs the command; meanwhile connections wait in the kernel's
+// queue).
+const (
+	shedAbove = 8
+	shedBelow = 4
+)
+
+// minPeer returns the least loaded other loop, or nil without one.
+func (l *loop) minPeer() *loop {
+	var m *loop
+	for _, p := range l.peers {
+		if p != l && (m == nil || p.load.Load() < m.load.Load()) {
+			m = p
+		}
+	}
+	return m
+}
+
+// rebalance runs after each accept: it sheds the loop's listeners when it
+// holds too many connections beyond the least loaded loop.
+func (l *loop) rebalance() {
+	if len(l.peers) < 2 || l.shed.Load() {
+		return
+	}
+	live := int64(l.live)
+	over := false
+	for _, p := range l.peers { // a lock-free look first: the common case is balanced
+		if p != l && live > p.load.Load()+shedAbove {
+			over = true
+			break
+		}
+	}
+	if !over {
+		return
+	}
+	l.balance.Lock()
+	m := l.minPeer()
+	if live <= m.load.Load()+shedAbove {
+		l.balance.Unlock()
+		return
+	}
+	wake := true // no other loop accepts: the least loaded must again
+	for _, p := range l.peers {
+		if p != l && !p.shed.Load() {
+			wake = false
+			break
+		}
+	}
+	l.shed.Store(true)
+	l.balance.Unlock()
+	if wake {
+		m.post(func(m *loop) { m.unshed() })
+	}
+	for _, ls := range l.listeners {
+		if ls != nil && !ls.paused {
+			_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, ls.ep.lfd, nil)
+		}
+	}
+}
+
+// relieve runs after a connection ends: a shedding loop accepts again once
+// it is within shedBelow of the least loaded loop.
+func (l *loop) relieve() {
+	if !l.shed.Load() {
+		return
+	}
+	m := l.minPeer()
+	if m == nil || int64(l.live) <= m.load.Load()+shedBelow {
+		l.unshed()
+	}
+}
+
+// unshed puts the loop's listeners back in its set.
+func (l *loop) unshed() {
+	l.balance.Lock()
+	was := l.shed.Swap(false)
+	l.balance.Unlock()
+	if !was {
+		return
+	}
+	for _, ls := range l.listeners {
+		if ls != nil && !ls.paused {
+			_ = l.listen(ls)
 		}
 	}
 }
@@ -345,14 +470,18 @@ func (l *loop) pauseListener(ls *listenerSlot, pause time.Duration) {
 	if ls.paused {
 		return
 	}
+	if l.inSet(ls) {
+		_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, ls.ep.lfd, nil)
+	}
 	ls.paused = true
-	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, ls.ep.lfd, nil)
 	l.after(pause, func() {
 		if l.listeners[slot] != ls { // removed meanwhile
 			return
 		}
 		ls.paused = false
-		_ = l.ctl(unix.EPOLL_CTL_ADD, ls.ep.lfd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, eventData(tagListener, uint32(slot), 0))
+		if l.inSet(ls) {
+			_ = l.listen(ls)
+		}
 	})
 }
 
@@ -391,6 +520,7 @@ func (l *loop) accept(ls *listenerSlot) {
 			return
 		}
 		ep.serveAccepted(l, fd, peer)
+		l.rebalance()
 	}
 }
 
@@ -416,6 +546,7 @@ func (l *loop) slotFor(rc *rconn) {
 		l.conns = append(l.conns, rc)
 	}
 	l.live++
+	l.load.Store(int64(l.live))
 }
 
 func (l *loop) release(rc *rconn) {
@@ -423,6 +554,8 @@ func (l *loop) release(rc *rconn) {
 		l.conns[rc.slot] = nil
 		l.free = append(l.free, rc.slot)
 		l.live--
+		l.load.Store(int64(l.live))
+		l.relieve()
 	}
 }
 

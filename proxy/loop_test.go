@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"math/rand/v2"
+	"net"
 	"runtime"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestTimerHeap drives the loop's timer heap with random pushes, moves and
@@ -80,5 +83,89 @@ func TestSpareP(t *testing.T) {
 	}
 	if got := loops(); got != n {
 		t.Errorf("%d loops after SpareP, want %d (one per CPU)", got, n)
+	}
+}
+
+// Persistent connections opened in one burst spread over the loops: the
+// kernel's EPOLLEXCLUSIVE wake-up would hand most of them to the loop that
+// is already awake, and a loop that holds shedAbove more than the least
+// loaded one stops accepting until it is within shedBelow. Every connection
+// is served throughout, and once they close no loop is left shedding.
+func TestLoopsShareABurstOfLongConnections(t *testing.T) {
+	n := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(4)
+	t.Cleanup(func() { runtime.GOMAXPROCS(n) })
+	be := startBackend(t, "")
+	s := newTestServer(t, "tcp")
+	if got := len(s.engine.loops); got != 4 {
+		t.Fatalf("%d loops, want 4", got)
+	}
+	apply(s, "file", singleRouter(be.addr(), nil))
+	addr := s.addr("tcp")
+
+	const conns = 96
+	held := make([]net.Conn, conns)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range held {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				t.Errorf("dial %d: %v", i, err)
+				return
+			}
+			if !ping(c) {
+				t.Errorf("connection %d not forwarded", i)
+			}
+			held[i] = c
+		}()
+	}
+	close(start)
+	wg.Wait()
+	t.Cleanup(func() { closeAll(held) })
+	loads := func() (lo, hi, sum int64) {
+		lo = 1 << 62
+		for _, l := range s.engine.loops {
+			v := l.load.Load()
+			lo, hi, sum = min(lo, v), max(hi, v), sum+v
+		}
+		return lo, hi, sum
+	}
+	lo, hi, sum := loads()
+	var per []int64
+	for _, l := range s.engine.loops {
+		per = append(per, l.load.Load())
+	}
+	t.Logf("connections per loop: %v", per)
+	if sum != conns {
+		t.Fatalf("the loops hold %d connections, want %d", sum, conns)
+	}
+	if hi-lo > 2*shedAbove {
+		t.Fatalf("connections per loop %v: the busiest holds %d more than the least loaded, want at most %d", per, hi-lo, 2*shedAbove)
+	}
+	for _, c := range held {
+		if !ping(c) {
+			t.Fatal("a held connection stopped echoing")
+		}
+	}
+	closeAll(held)
+	waitFor(t, "every connection to end and no loop to shed", func() bool {
+		if _, _, sum := loads(); sum != 0 {
+			return false
+		}
+		for _, l := range s.engine.loops {
+			if l.shed.Load() {
+				return false
+			}
+		}
+		return true
+	})
+	if c, ok := dialFrom(t, "127.0.0.1", addr); !ok {
+		t.Fatal("a new connection is not served after the burst")
+	} else {
+		c.Close()
 	}
 }
