@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"runtime"
@@ -186,6 +187,8 @@ type loop struct {
 	balance *sync.Mutex
 	load    atomic.Int64
 	shed    atomic.Bool
+	minSeen int64  // the least other loop's load at the last look
+	accepts uint32 // accepts since the loop started (a look every 64)
 }
 
 // listenerSlot is an entry point's listener in one loop's epoll set.
@@ -399,15 +402,22 @@ func (l *loop) rebalance() {
 	if len(l.peers) < 2 || l.shed.Load() {
 		return
 	}
+	// The other loops' loads are written by them on every connection: an
+	// accept reads them only when this loop may be over (against the last
+	// look) and otherwise every 64 accepts, so that on many cores an accept
+	// does not read every other core's counter.
 	live := int64(l.live)
-	over := false
-	for _, p := range l.peers { // a lock-free look first: the common case is balanced
-		if p != l && live > p.load.Load()+shedAbove {
-			over = true
-			break
+	l.accepts++
+	if live <= l.minSeen+shedAbove && l.accepts%64 != 0 {
+		return
+	}
+	l.minSeen = math.MaxInt64
+	for _, p := range l.peers {
+		if p != l {
+			l.minSeen = min(l.minSeen, p.load.Load())
 		}
 	}
-	if !over {
+	if live <= l.minSeen+shedAbove {
 		return
 	}
 	l.balance.Lock()
