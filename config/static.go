@@ -559,12 +559,27 @@ func (e *EtcdProvider) SetDefaults() {
 
 // RedisProvider configures the Redis provider.
 type RedisProvider struct {
-	Endpoints []string     `description:"Redis address (host:port; one)." json:"endpoints,omitempty" toml:"endpoints,omitempty" yaml:"endpoints,omitempty" export:"true"`
-	RootKey   string       `description:"Root key of the configuration." json:"rootKey,omitempty" toml:"rootKey,omitempty" yaml:"rootKey,omitempty" export:"true"`
-	Username  string       `description:"User name (Redis ACL)." json:"username,omitempty" toml:"username,omitempty" yaml:"username,omitempty" loggable:"false"`
-	Password  string       `description:"Password." json:"password,omitempty" toml:"password,omitempty" yaml:"password,omitempty" loggable:"false"`
-	DB        int          `description:"Database number." json:"db,omitempty" toml:"db,omitempty" yaml:"db,omitempty" export:"true"`
-	TLS       *KVClientTLS `description:"TLS to Redis." json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" export:"true"`
+	Endpoints []string       `description:"Redis address (host:port; one), or with sentinel the Sentinels' addresses." json:"endpoints,omitempty" toml:"endpoints,omitempty" yaml:"endpoints,omitempty" export:"true"`
+	RootKey   string         `description:"Root key of the configuration." json:"rootKey,omitempty" toml:"rootKey,omitempty" yaml:"rootKey,omitempty" export:"true"`
+	Username  string         `description:"User name (Redis ACL)." json:"username,omitempty" toml:"username,omitempty" yaml:"username,omitempty" loggable:"false"`
+	Password  string         `description:"Password." json:"password,omitempty" toml:"password,omitempty" yaml:"password,omitempty" loggable:"false"`
+	DB        int            `description:"Database number." json:"db,omitempty" toml:"db,omitempty" yaml:"db,omitempty" export:"true"`
+	TLS       *KVClientTLS   `description:"TLS to Redis (and to the Sentinels)." json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" export:"true"`
+	Sentinel  *RedisSentinel `description:"Find the server through Redis Sentinel: the endpoints are then Sentinels." json:"sentinel,omitempty" toml:"sentinel,omitempty" yaml:"sentinel,omitempty" export:"true"`
+}
+
+// RedisSentinel is Traefik's providers.redis.sentinel: which master the
+// Sentinels are asked for, how to log in to them, and which of the master
+// and its replicas the provider reads. Its values are judged by
+// provider/kv/redis's New, the one place they are read.
+type RedisSentinel struct {
+	MasterName              string `description:"Name of the master the Sentinels monitor (required)." json:"masterName,omitempty" toml:"masterName,omitempty" yaml:"masterName,omitempty" export:"true"`
+	Username                string `description:"User name for the Sentinels (ACL)." json:"username,omitempty" toml:"username,omitempty" yaml:"username,omitempty" loggable:"false"`
+	Password                string `description:"Password for the Sentinels (their requirepass)." json:"password,omitempty" toml:"password,omitempty" yaml:"password,omitempty" loggable:"false"`
+	LatencyStrategy         bool   `description:"Read from the closest of the master and its replicas (not with randomStrategy or replicaStrategy)." json:"latencyStrategy,omitempty" toml:"latencyStrategy,omitempty" yaml:"latencyStrategy,omitempty" export:"true"`
+	RandomStrategy          bool   `description:"Read from the master or a replica at random (not with latencyStrategy or replicaStrategy)." json:"randomStrategy,omitempty" toml:"randomStrategy,omitempty" yaml:"randomStrategy,omitempty" export:"true"`
+	ReplicaStrategy         bool   `description:"Read from replicas only (not with latencyStrategy or randomStrategy)." json:"replicaStrategy,omitempty" toml:"replicaStrategy,omitempty" yaml:"replicaStrategy,omitempty" export:"true"`
+	UseDisconnectedReplicas bool   `description:"With replicaStrategy, read from a replica cut off from its master when no other answers." json:"useDisconnectedReplicas,omitempty" toml:"useDisconnectedReplicas,omitempty" yaml:"useDisconnectedReplicas,omitempty" export:"true"`
 }
 
 // SetDefaults reads 127.0.0.1:6379, database 0, under "traefik".

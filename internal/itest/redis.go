@@ -2,9 +2,12 @@ package itest
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -69,24 +72,71 @@ func (r *Redis) Stop() {
 // PID returns the running server's process id.
 func (r *Redis) PID() int { return r.proc.PID() }
 
+// Sentinel is a redis-server in Sentinel mode a test started on a loopback
+// port of its own; it is stopped at cleanup.
+type Sentinel struct {
+	// Addr is host:port.
+	Addr string
+	proc *Proc
+}
+
+// StartSentinel starts a Sentinel that monitors master (host:port) as
+// "mymaster" with quorum 1, deciding it down after 500 ms of silence, with
+// the extra configuration lines conf ("requirepass <password>", say), and
+// waits until it answers PING (after AUTH password, when password is set).
+// It skips through Need when there is no redis-server.
+func StartSentinel(t testing.TB, master, password string, conf ...string) *Sentinel {
+	t.Helper()
+	bin, err := RedisBinary()
+	Need(t, "redis-server", err)
+	host, port, _ := net.SplitHostPort(master)
+	lines := append([]string{
+		"sentinel monitor mymaster " + host + " " + port + " 1",
+		"sentinel down-after-milliseconds mymaster 500",
+		"sentinel failover-timeout mymaster 5000",
+	}, conf...)
+	// Sentinel rewrites its file: one of its own in a directory of the test's.
+	file := WriteFile(t, "sentinel.conf", strings.Join(lines, "\n")+"\n")
+	s := &Sentinel{Addr: "127.0.0.1:" + strconv.Itoa(FreePort(t))}
+	_, sport, _ := net.SplitHostPort(s.Addr)
+	p, err := StartProc(bin, file, "--sentinel", "--port", sport, "--bind", "127.0.0.1", "--loglevel", "warning")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.proc = p
+	t.Cleanup(p.Stop)
+	if err := Ready(p, 15*time.Second, func() error { return redisAuthPing(s.Addr, password) }); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // redisPing sends PING in RESP and expects +PONG.
-func redisPing(addr string) error {
+func redisPing(addr string) error { return redisAuthPing(addr, "") }
+
+// redisAuthPing sends AUTH password (when set) and PING, and expects +OK and
+// +PONG.
+func redisAuthPing(addr, password string) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+	req, want := "PING\r\n", "+PONG\r\n"
+	if password != "" {
+		req = fmt.Sprintf("*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(password), password) + req
+		want = "+OK\r\n" + want
+	}
+	if _, err := c.Write([]byte(req)); err != nil {
 		return err
 	}
-	b := make([]byte, 7)
-	n, err := c.Read(b)
-	if err != nil {
+	b := make([]byte, len(want))
+	if _, err := io.ReadFull(c, b); err != nil {
 		return err
 	}
-	if string(b[:n]) != "+PONG\r\n" {
-		return errors.New("redis answered " + strconv.Quote(string(b[:n])))
+	if string(b) != want {
+		return errors.New("redis answered " + strconv.Quote(string(b)))
 	}
 	return nil
 }

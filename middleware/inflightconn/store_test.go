@@ -302,23 +302,13 @@ func TestSharedClusterAndSentinel(t *testing.T) {
 	})
 	t.Run("sentinel", func(t *testing.T) {
 		master := itest.StartRedis(t)
-		bin, _ := itest.RedisBinary()
-		port := itest.FreePort(t)
-		conf := itest.WriteFile(t, "sentinel.conf", "sentinel monitor mymaster 127.0.0.1 "+strconv.Itoa(master.Port)+" 1\n")
-		p, err := itest.StartProc(bin, conf, "--sentinel", "--port", strconv.Itoa(port), "--bind", "127.0.0.1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Stop)
-		sc := goredis.NewSentinelClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), DisableIdentity: true})
+		sen := itest.StartSentinel(t, master.Addr, "")
+		sc := goredis.NewSentinelClient(&goredis.Options{Addr: sen.Addr, DisableIdentity: true})
 		defer sc.Close()
-		if err := itest.Ready(p, 15*time.Second, func() error {
-			_, err := sc.GetMasterAddrByName(context.Background(), "mymaster").Result()
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		cfg := &config.RedisStore{Endpoints: []string{"127.0.0.1:" + strconv.Itoa(port)}, MasterName: "mymaster",
+		itest.Eventually(t, 15*time.Second, func() bool {
+			return sc.GetMasterAddrByName(context.Background(), "mymaster").Err() == nil
+		}, "the Sentinel does not name the master")
+		cfg := &config.RedisStore{Endpoints: []string{sen.Addr}, MasterName: "mymaster",
 			LeaseExpiry: config.Duration(900 * time.Millisecond), Timeout: config.Duration(200 * time.Millisecond)}
 		checkTwoReplicas(t, cfg)
 	})

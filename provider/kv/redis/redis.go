@@ -19,11 +19,13 @@
 // went away is noticed; after an error everything is read again.
 //
 // Only string values are read (a key of another type under the root key is
-// skipped). One endpoint: Redis Cluster and Sentinel are not supported.
+// skipped). One endpoint, or Sentinels (providers.redis.sentinel, as in
+// Traefik): Redis Cluster is not supported.
 package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -63,21 +65,26 @@ type client interface {
 
 // New checks cfg and returns the provider. New does no I/O: an unreachable
 // server is reported by Run. Errors name the option and the value.
+//
+// With sentinel, the endpoints are Sentinels: the client asks them for the
+// master (or, with a strategy, for the replicas too), follows a failover
+// they announce, and asks again after an error, so the provider's retry
+// after an outage finds the new master.
 func New(cfg *config.RedisProvider, log zerolog.Logger) (*kv.Provider, error) {
 	if cfg == nil {
 		cfg = &config.RedisProvider{}
 		cfg.SetDefaults()
 	}
-	switch len(cfg.Endpoints) {
-	case 0:
+	if len(cfg.Endpoints) == 0 {
 		return nil, fmt.Errorf("providers.redis.endpoints: %w", kv.ErrNoEndpoint)
-	case 1:
-	default:
-		return nil, fmt.Errorf("providers.redis.endpoints=%q: one endpoint only (Redis Cluster and Sentinel are not supported)", cfg.Endpoints)
 	}
-	ep := cfg.Endpoints[0]
-	if _, _, err := net.SplitHostPort(ep); err != nil {
-		return nil, fmt.Errorf("providers.redis.endpoints: %q is not host:port", ep)
+	if len(cfg.Endpoints) > 1 && cfg.Sentinel == nil {
+		return nil, fmt.Errorf("providers.redis.endpoints=%q: one endpoint only, unless they are Sentinels (providers.redis.sentinel.masterName); Redis Cluster is not supported", cfg.Endpoints)
+	}
+	for _, ep := range cfg.Endpoints {
+		if _, _, err := net.SplitHostPort(ep); err != nil {
+			return nil, fmt.Errorf("providers.redis.endpoints: %q is not host:port", ep)
+		}
 	}
 	if cfg.DB < 0 {
 		return nil, fmt.Errorf("providers.redis.db=%d: must not be negative", cfg.DB)
@@ -90,17 +97,63 @@ func New(cfg *config.RedisProvider, log zerolog.Logger) (*kv.Provider, error) {
 	// tollgate's log says what matters (the provider's errors), so it is
 	// silenced.
 	goredis.SetLogger(quiet{})
-	c := goredis.NewClient(&goredis.Options{
-		Addr: ep, Username: cfg.Username, Password: cfg.Password, DB: cfg.DB, TLSConfig: tc,
-		DialTimeout: RequestTimeout, ReadTimeout: RequestTimeout, WriteTimeout: RequestTimeout,
-		// The provider's loop retries, with its own capped backoff.
-		MaxRetries:               -1,
-		DisableIdentity:          true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	})
+	var c client
+	desc := "redis " + cfg.Endpoints[0]
+	if s := cfg.Sentinel; s != nil {
+		if c, err = sentinelClient(cfg, s, tc); err != nil {
+			return nil, err
+		}
+		desc = fmt.Sprintf("redis master %q through Sentinels %s", s.MasterName, strings.Join(cfg.Endpoints, ","))
+	} else {
+		c = goredis.NewClient(&goredis.Options{
+			Addr: cfg.Endpoints[0], Username: cfg.Username, Password: cfg.Password, DB: cfg.DB, TLSConfig: tc,
+			DialTimeout: RequestTimeout, ReadTimeout: RequestTimeout, WriteTimeout: RequestTimeout,
+			// The provider's loop retries, with its own capped backoff.
+			MaxRetries:               -1,
+			DisableIdentity:          true,
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		})
+	}
 	opts := kv.Options{RootKey: cfg.RootKey}
 	st := newStore(c, opts, cfg.DB, log.With().Str("provider", Name).Logger())
-	return kv.New(Name, "redis "+ep, st, opts, log), nil
+	return kv.New(Name, desc, st, opts, log), nil
+}
+
+// sentinelClient checks providers.redis.sentinel and returns the client
+// that reads through it, as Traefik's Redis provider does: the master by
+// default, only replicas with replicaStrategy, and with latencyStrategy or
+// randomStrategy the master and its replicas as one group (go-redis's
+// failover cluster client), read from the closest or at random.
+func sentinelClient(cfg *config.RedisProvider, s *config.RedisSentinel, tc *tls.Config) (client, error) {
+	if s.MasterName == "" {
+		return nil, errors.New("providers.redis.sentinel.masterName: required with providers.redis.sentinel (the name the Sentinels monitor)")
+	}
+	var set []string
+	for _, st := range []struct {
+		name string
+		on   bool
+	}{{"latencyStrategy", s.LatencyStrategy}, {"randomStrategy", s.RandomStrategy}, {"replicaStrategy", s.ReplicaStrategy}} {
+		if st.on {
+			set = append(set, st.name)
+		}
+	}
+	if len(set) > 1 {
+		return nil, fmt.Errorf("providers.redis.sentinel: %s are exclusive, set one", strings.Join(set, " and "))
+	}
+	o := &goredis.FailoverOptions{
+		MasterName: s.MasterName, SentinelAddrs: cfg.Endpoints,
+		SentinelUsername: s.Username, SentinelPassword: s.Password,
+		RouteByLatency: s.LatencyStrategy, RouteRandomly: s.RandomStrategy,
+		ReplicaOnly: s.ReplicaStrategy, UseDisconnectedReplicas: s.UseDisconnectedReplicas,
+		Username: cfg.Username, Password: cfg.Password, DB: cfg.DB, TLSConfig: tc,
+		DialTimeout: RequestTimeout, ReadTimeout: RequestTimeout, WriteTimeout: RequestTimeout,
+		MaxRetries:      -1,
+		DisableIdentity: true,
+	}
+	if s.LatencyStrategy || s.RandomStrategy {
+		return goredis.NewFailoverClusterClient(o), nil
+	}
+	return goredis.NewFailoverClient(o), nil
 }
 
 // quiet drops go-redis's own log lines: the provider reports what matters.

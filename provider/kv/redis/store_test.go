@@ -140,10 +140,21 @@ func TestNew(t *testing.T) {
 		want string
 	}{
 		{func(c *config.RedisProvider) { c.Endpoints = nil }, "no endpoint"},
-		{func(c *config.RedisProvider) { c.Endpoints = []string{"a:1", "b:2"} }, "one endpoint only"},
+		{func(c *config.RedisProvider) { c.Endpoints = []string{"a:1", "b:2"} }, `providers.redis.endpoints=["a:1" "b:2"]: one endpoint only, unless they are Sentinels`},
 		{func(c *config.RedisProvider) { c.Endpoints = []string{"nohost"} }, `"nohost" is not host:port`},
 		{func(c *config.RedisProvider) { c.DB = -1 }, "providers.redis.db=-1"},
 		{func(c *config.RedisProvider) { c.TLS = &config.KVClientTLS{Key: "k.pem"} }, "providers.redis.tls: set both cert and key"},
+		{func(c *config.RedisProvider) { c.Sentinel = &config.RedisSentinel{} }, "providers.redis.sentinel.masterName: required"},
+		{func(c *config.RedisProvider) {
+			c.Sentinel = &config.RedisSentinel{MasterName: "m", LatencyStrategy: true, ReplicaStrategy: true}
+		}, "providers.redis.sentinel: latencyStrategy and replicaStrategy are exclusive"},
+		{func(c *config.RedisProvider) {
+			c.Sentinel = &config.RedisSentinel{MasterName: "m", LatencyStrategy: true, RandomStrategy: true, ReplicaStrategy: true}
+		}, "latencyStrategy and randomStrategy and replicaStrategy are exclusive"},
+		{func(c *config.RedisProvider) {
+			c.Endpoints, c.Sentinel = []string{"a:26379", "b"}, &config.RedisSentinel{MasterName: "m"}
+		}, `providers.redis.endpoints: "b" is not host:port`},
+		{func(c *config.RedisProvider) { c.Endpoints, c.Sentinel = nil, &config.RedisSentinel{MasterName: "m"} }, "no endpoint"},
 	} {
 		c := &config.RedisProvider{}
 		c.SetDefaults()
