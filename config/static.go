@@ -613,12 +613,16 @@ type Store struct {
 // shares live without being refreshed. Its values are judged by
 // middleware/inflightconn's store constructor, the one place they are read.
 type RedisStore struct {
-	Endpoints  []string     `description:"Redis addresses (host:port): one server, the Sentinels (with masterName), or Cluster nodes (several, without masterName)." json:"endpoints,omitempty" toml:"endpoints,omitempty" yaml:"endpoints,omitempty" export:"true"`
-	Username   string       `description:"User name (Redis ACL)." json:"username,omitempty" toml:"username,omitempty" yaml:"username,omitempty" loggable:"false"`
-	Password   string       `description:"Password." json:"password,omitempty" toml:"password,omitempty" yaml:"password,omitempty" loggable:"false"`
-	DB         int          `description:"Database number (not with Cluster)." json:"db,omitempty" toml:"db,omitempty" yaml:"db,omitempty" export:"true"`
-	MasterName string       `description:"Sentinel: the name of the monitored master; the endpoints are then Sentinels." json:"masterName,omitempty" toml:"masterName,omitempty" yaml:"masterName,omitempty" export:"true"`
-	TLS        *KVClientTLS `description:"TLS to Redis." json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" export:"true"`
+	Endpoints  []string `description:"Redis addresses (host:port): one server, the Sentinels (with masterName), or Cluster nodes (several, without masterName)." json:"endpoints,omitempty" toml:"endpoints,omitempty" yaml:"endpoints,omitempty" export:"true"`
+	Username   string   `description:"User name (Redis ACL)." json:"username,omitempty" toml:"username,omitempty" yaml:"username,omitempty" loggable:"false"`
+	Password   string   `description:"Password." json:"password,omitempty" toml:"password,omitempty" yaml:"password,omitempty" loggable:"false"`
+	DB         int      `description:"Database number (not with Cluster)." json:"db,omitempty" toml:"db,omitempty" yaml:"db,omitempty" export:"true"`
+	MasterName string   `description:"Sentinel: the name of the monitored master; the endpoints are then Sentinels." json:"masterName,omitempty" toml:"masterName,omitempty" yaml:"masterName,omitempty" export:"true"`
+	// The Sentinels' own login (their requirepass or ACL user), apart from
+	// the servers': empty sends none.
+	SentinelUsername string       `description:"Sentinel: user name for the Sentinels (ACL); username stays the servers'." json:"sentinelUsername,omitempty" toml:"sentinelUsername,omitempty" yaml:"sentinelUsername,omitempty" loggable:"false"`
+	SentinelPassword string       `description:"Sentinel: password for the Sentinels (their requirepass); password stays the servers'." json:"sentinelPassword,omitempty" toml:"sentinelPassword,omitempty" yaml:"sentinelPassword,omitempty" loggable:"false"`
+	TLS              *KVClientTLS `description:"TLS to Redis." json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" export:"true"`
 	// LeaseExpiry is how long a replica's shares outlive its last refresh:
 	// the time after which a replica that died is no longer counted.
 	LeaseExpiry Duration `description:"How long a replica's counted connections outlive its last refresh (a killed replica's are freed after this)." json:"leaseExpiry,omitempty" toml:"leaseExpiry,omitempty" yaml:"leaseExpiry,omitempty" export:"true"`

@@ -57,7 +57,13 @@ func (r *Redis) Start() {
 		r.t.Fatal(err)
 	}
 	r.proc = p
-	if err := Ready(p, 15*time.Second, func() error { return redisPing(r.Addr) }); err != nil {
+	password := "" // --requirepass among the args: PING after AUTH
+	for i, a := range r.args[:max(len(r.args)-1, 0)] {
+		if a == "--requirepass" {
+			password = r.args[i+1]
+		}
+	}
+	if err := Ready(p, 15*time.Second, func() error { return redisAuthPing(r.Addr, password) }); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -110,9 +116,6 @@ func StartSentinel(t testing.TB, master, password string, conf ...string) *Senti
 	}
 	return s
 }
-
-// redisPing sends PING in RESP and expects +PONG.
-func redisPing(addr string) error { return redisAuthPing(addr, "") }
 
 // redisAuthPing sends AUTH password (when set) and PING, and expects +OK and
 // +PONG.

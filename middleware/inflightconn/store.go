@@ -225,6 +225,9 @@ func NewRedisStore(name string, cfg *config.RedisStore, tlsConf *tls.Config, log
 	if cfg.DB < 0 {
 		return nil, fmt.Errorf("%s.db=%d: must not be negative", option, cfg.DB)
 	}
+	if cfg.MasterName == "" && (cfg.SentinelUsername != "" || cfg.SentinelPassword != "") {
+		return nil, fmt.Errorf("%s: sentinelUsername and sentinelPassword need masterName (without it the endpoints are not Sentinels)", option)
+	}
 	if cfg.DB != 0 && cfg.MasterName == "" && len(cfg.Endpoints) > 1 {
 		return nil, fmt.Errorf("%s.db=%d: Redis Cluster (several endpoints, no masterName) has only database 0", option, cfg.DB)
 	}
@@ -257,7 +260,7 @@ func NewRedisStore(name string, cfg *config.RedisStore, tlsConf *tls.Config, log
 	s.rdb = goredis.NewUniversalClient(&goredis.UniversalOptions{
 		Addrs: cfg.Endpoints, MasterName: cfg.MasterName, DB: cfg.DB,
 		Username: cfg.Username, Password: cfg.Password,
-		SentinelUsername: cfg.Username, SentinelPassword: cfg.Password,
+		SentinelUsername: cfg.SentinelUsername, SentinelPassword: cfg.SentinelPassword,
 		TLSConfig:   tlsConf,
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 		MaxRetries: -1, DisableIdentity: true, ContextTimeoutEnabled: true,

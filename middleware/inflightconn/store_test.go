@@ -228,6 +228,7 @@ func TestNewRedisStoreErrors(t *testing.T) {
 		{config.RedisStore{Endpoints: []string{"h:0"}}, `port "0" is not in 1..65535`},
 		{config.RedisStore{Endpoints: []string{":6379"}}, "has no host"},
 		{config.RedisStore{Endpoints: []string{"a:1", "b:2"}, DB: 2}, "Redis Cluster"},
+		{config.RedisStore{Endpoints: []string{"a:1"}, SentinelPassword: "x"}, "stores.s.redis: sentinelUsername and sentinelPassword need masterName"},
 		{config.RedisStore{Endpoints: []string{"a:1"}, LeaseExpiry: config.Duration(100 * time.Millisecond)}, "leaseExpiry=100ms"},
 		{config.RedisStore{Endpoints: []string{"a:1"}, LeaseExpiry: config.Duration(3 * time.Second), Timeout: config.Duration(2 * time.Second)}, "timeout=2s"},
 	} {
@@ -300,15 +301,16 @@ func TestSharedClusterAndSentinel(t *testing.T) {
 		cfg := &config.RedisStore{Endpoints: []string{srv.Addr, srv.Addr}, LeaseExpiry: config.Duration(900 * time.Millisecond), Timeout: config.Duration(200 * time.Millisecond)}
 		checkTwoReplicas(t, cfg)
 	})
+	// The master and the Sentinel each want a password of their own.
 	t.Run("sentinel", func(t *testing.T) {
-		master := itest.StartRedis(t)
-		sen := itest.StartSentinel(t, master.Addr, "")
-		sc := goredis.NewSentinelClient(&goredis.Options{Addr: sen.Addr, DisableIdentity: true})
+		master := itest.StartRedis(t, "--requirepass", "server-pw")
+		sen := itest.StartSentinel(t, master.Addr, "sentinel-pw", "sentinel auth-pass mymaster server-pw", "requirepass sentinel-pw")
+		sc := goredis.NewSentinelClient(&goredis.Options{Addr: sen.Addr, Password: "sentinel-pw", DisableIdentity: true})
 		defer sc.Close()
 		itest.Eventually(t, 15*time.Second, func() bool {
 			return sc.GetMasterAddrByName(context.Background(), "mymaster").Err() == nil
 		}, "the Sentinel does not name the master")
-		cfg := &config.RedisStore{Endpoints: []string{sen.Addr}, MasterName: "mymaster",
+		cfg := &config.RedisStore{Endpoints: []string{sen.Addr}, MasterName: "mymaster", Password: "server-pw", SentinelPassword: "sentinel-pw",
 			LeaseExpiry: config.Duration(900 * time.Millisecond), Timeout: config.Duration(200 * time.Millisecond)}
 		checkTwoReplicas(t, cfg)
 	})
