@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,6 +96,17 @@ const replicaExpiry = 1500 * time.Millisecond
 // failure mode given) to the backend, with PROXY protocol v1 to it.
 func startReplicas(t *testing.T, n int, redisAddr, backend string, amount int, mode string, extra ...string) *replicaSet {
 	t.Helper()
+	rs := startReplicasUnready(t, n, redisAddr, backend, amount, mode, extra...)
+	for i, p := range rs.procs {
+		itest.Eventually(t, 10*time.Second, func() bool { return storeReachable(t, p) },
+			"replica %d: limit@file not enabled with a reachable store:\n%s", i+1, p.Out.String())
+	}
+	return rs
+}
+
+// startReplicasUnready is startReplicas without waiting for the store.
+func startReplicasUnready(t *testing.T, n int, redisAddr, backend string, amount int, mode string, extra ...string) *replicaSet {
+	t.Helper()
 	dyn := filepath.Join(t.TempDir(), "dynamic.yml")
 	fm := ""
 	if mode != "" {
@@ -125,8 +137,6 @@ func startReplicas(t *testing.T, n int, redisAddr, backend string, amount int, m
 		p := itest.StartTollgate(t, append([]string{"--providers.file.filename=" + dyn, "--entryPoints.tcp.address=" + ep,
 			"--stores.shared.redis.endpoints=" + redisAddr, "--stores.shared.redis.leaseExpiry=" + replicaExpiry.String(),
 			"--stores.shared.redis.timeout=200ms", "--metrics.prometheus"}, extra...)...)
-		itest.Eventually(t, 10*time.Second, func() bool { return storeReachable(t, p) },
-			"replica %d: limit@file not enabled with a reachable store:\n%s", len(rs.procs)+1, p.Out.String())
 		rs.procs = append(rs.procs, p)
 		rs.eps = append(rs.eps, ep)
 	}
@@ -360,6 +370,52 @@ func TestReplicasStoreOutage(t *testing.T) {
 			itest.CloseAll(held)
 		})
 	}
+}
+
+// The store over TLS, as an ACL user, to a redis-server that serves only
+// TLS: two replicas keep one budget; a replica that does not trust the
+// server's certificate (another CA) never reaches it, and refuses
+// connections for it (failureMode closed, the default).
+func TestReplicasShareOneBudgetOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three tollgate processes: skipped with -short")
+	}
+	selfSigned := func() (cert, key string) {
+		c, _ := itest.SelfSigned(t, "localhost", "127.0.0.1")
+		return itest.WritePEM(t, t.TempDir(), c)
+	}
+	cert, key := selfSigned()
+	other, _ := selfSigned()
+	port := itest.FreePort(t)
+	itest.StartRedis(t, "--tls-port", strconv.Itoa(port), "--tls-cert-file", cert, "--tls-key-file", key,
+		"--tls-ca-cert-file", cert, "--tls-auth-clients", "no", "--user", "tollgate", "on", ">s3cret", "~*", "&*", "+@all")
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	be := startPPBackend(t)
+	login := []string{"--stores.shared.redis.username=tollgate", "--stores.shared.redis.password=s3cret"}
+	rs := startReplicas(t, 2, addr, be.addr, 2, "", append(login, "--stores.shared.redis.tls.ca="+cert)...)
+	if held := rs.spread(t, "127.0.0.2", 6, 0); len(held) != 2 {
+		t.Fatalf("6 connections over 2 replicas sharing amount 2 through Redis over TLS: %d admitted", len(held))
+	} else {
+		itest.CloseAll(held)
+	}
+
+	// The same configuration, but trusting another CA.
+	bad := startReplicasUnready(t, 1, addr, be.addr, 2, "", append(login, "--stores.shared.redis.tls.ca="+other)...)
+	var st struct {
+		Store struct {
+			Reachable   bool   `json:"reachable"`
+			Unreachable uint64 `json:"rejectedUnreachableTotal"`
+		} `json:"store"`
+	}
+	itest.Eventually(t, 10*time.Second, func() bool {
+		c, banner := itest.DialBanner(t, "127.0.0.3", bad.eps[0])
+		c.Close()
+		if banner == "hi" {
+			t.Fatal("a replica that cannot verify its store admitted a connection (failureMode closed)")
+		}
+		bad.procs[0].GetJSON(t, "/api/tcp/middlewares/limit@file", &st)
+		return st.Store.Unreachable >= 1 && !st.Store.Reachable
+	}, "a replica trusting another CA: want its store unreachable and connections refused for it")
 }
 
 // storeReachable reports whether the replica's limit@file is enabled with
