@@ -107,8 +107,10 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 			return cfg.Routers[r.name].TLS != nil
 		})
 		for _, r := range rs {
-			if r.terminates {
-				t.starttls = true // PostgreSQL's SSLRequest is answered (postgres.go)
+			if rt := cfg.Routers[r.name]; r.terminates || rt != nil && rt.TLS != nil {
+				// Terminated or passed through, TLS follows a PostgreSQL
+				// SSLRequest: it is answered (postgres.go).
+				t.starttls = true
 			}
 		}
 		tables[ep] = t

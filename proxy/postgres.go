@@ -5,12 +5,19 @@ import "bytes"
 // PostgreSQL STARTTLS (README, "TLS termination"). A PostgreSQL client
 // that wants TLS first sends an SSLRequest (8 bytes: length 8, code
 // 80877103) and waits for one byte, 'S' to go on with a TLS handshake. On
-// an entry point where a router terminates TLS, the pre-routing step
+// an entry point where a router has a TLS section, the pre-routing step
 // answers it and reads the ClientHello that follows, so that HostSNI
-// routing and termination work for `psql "sslmode=require"`; the backend
-// then receives the client's plaintext startup message, as with Traefik. A
-// GSSENCRequest (code 80877104; libpq sends it first when it has Kerberos
-// credentials) is answered 'N', after which libpq sends its SSLRequest.
+// routing works for `psql "sslmode=require"`; behind a terminating router
+// the backend then receives the client's plaintext startup message, as with
+// Traefik. A GSSENCRequest (code 80877104; libpq sends it first when it has
+// Kerberos credentials) is answered 'N', after which libpq sends its
+// SSLRequest.
+//
+// On a passthrough route the TLS session is the backend's: once connected,
+// the loop sends the backend an SSLRequest of its own, and only when the
+// backend answers 'S' does the client's ClientHello follow (rconn.pgAsk);
+// any other answer, or none within the dial timeout, closes the connection.
+// Traefik does the same.
 
 var (
 	pgSSLRequest    = []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}

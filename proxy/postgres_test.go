@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -34,8 +36,10 @@ func pgBin() (string, error) {
 
 // startPostgres runs a real PostgreSQL server named name (its
 // cluster_name) on a free loopback port, as the postgres user when this
-// runs as root (PostgreSQL refuses root), and returns its address.
-func startPostgres(t *testing.T, bin, name string) string {
+// runs as root (PostgreSQL refuses root), and returns its address. With
+// tlsFiles (a certificate and its key, PEM files), it serves TLS itself
+// (ssl=on).
+func startPostgres(t *testing.T, bin, name string, tlsFiles ...string) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "tollgate-pg-")
 	if err != nil {
@@ -61,6 +65,26 @@ func startPostgres(t *testing.T, bin, name string) string {
 	if out, err := run(context.Background(), "initdb", "-D", filepath.Join(dir, "data"), "-U", "postgres", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
+	var extra []string
+	if len(tlsFiles) == 2 {
+		// The server's own copies: its user's, the key readable by it alone.
+		for i, name := range []string{"server.crt", "server.key"} {
+			b, err := os.ReadFile(tlsFiles[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, name)
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if cred != nil {
+				if err := os.Chown(path, int(cred.Uid), int(cred.Gid)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		extra = []string{"-c", "ssl=on", "-c", "ssl_cert_file=" + filepath.Join(dir, "server.crt"), "-c", "ssl_key_file=" + filepath.Join(dir, "server.key")}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +92,8 @@ func startPostgres(t *testing.T, bin, name string) string {
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
 	var log bytes.Buffer
-	cmd := run(context.Background(), "postgres", "-D", filepath.Join(dir, "data"), "-p", strconv.Itoa(port), "-k", dir,
-		"-c", "listen_addresses=127.0.0.1", "-c", "cluster_name="+name, "-c", "fsync=off")
+	cmd := run(context.Background(), append([]string{"postgres", "-D", filepath.Join(dir, "data"), "-p", strconv.Itoa(port), "-k", dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "cluster_name=" + name, "-c", "fsync=off"}, extra...)...)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -153,6 +177,38 @@ func TestPostgresSTARTTLSBySNI(t *testing.T) {
 	}
 }
 
+// Acceptance: psql with sslmode=require through a passthrough router, routed
+// by SNI to a real PostgreSQL that serves TLS itself (the server sees an
+// encrypted connection); a server without ssl refuses the request it is
+// sent in turn, and psql fails rather than reaching it in the clear.
+func TestPostgresSTARTTLSPassthroughToPostgres(t *testing.T) {
+	bin, err := pgBin()
+	itest.Need(t, "PostgreSQL", err)
+	_, err = exec.LookPath("psql")
+	itest.Need(t, "psql (apt-get install postgresql-client)", err)
+	ca := newTestCA(t)
+	_, c1, k1 := ca.issue(t, leafOpts{}, "db1.example")
+	pg1, pg2 := startPostgres(t, bin, "db1", c1, k1), startPostgres(t, bin, "db2")
+	s := newServerWith(t, nil, "pg")
+	mustEnabled(t, s.Apply(&config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"db1@file": passthrough("HostSNI(`db1.example`)", "pg1@file"),
+			"db2@file": passthrough("HostSNI(`db2.example`)", "pg2@file"),
+		},
+		Services: map[string]*config.TCPService{"pg1@file": lbConfig(pg1), "pg2@file": lbConfig(pg2)},
+	}))
+	got, err := psqlThrough(t, s.addr("pg"), "db1.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "db1 true" {
+		t.Errorf("db1.example: server said %q, want %q (its name; TLS on its side)", got, "db1 true")
+	}
+	if got, err := psqlThrough(t, s.addr("pg"), "db2.example"); err == nil {
+		t.Errorf("psql with sslmode=require to a server without ssl, through passthrough, succeeded: %q", got)
+	}
+}
+
 // The SSLRequest arriving a byte at a time, and a GSSENCRequest before it,
 // are answered; then the handshake completes.
 func TestPostgresPreambleFragmented(t *testing.T) {
@@ -223,5 +279,156 @@ func TestPostgresPreambleStalled(t *testing.T) {
 	}
 	if a.accepted() != 0 {
 		t.Error("the backend was dialled")
+	}
+}
+
+// pgTLSBackend is a PostgreSQL-like server that terminates TLS itself: it
+// takes an optional PROXY v1 line, then wants an SSLRequest and answers it
+// with answer; after 'S' it does the TLS handshake with kp and greets with
+// banner, then echoes. It reports what preceded the handshake.
+type pgTLSBackend struct {
+	ln     net.Listener
+	before chan string // per connection: the PROXY line (if any) and "ssl" or what came instead
+}
+
+func startPgTLSBackend(t *testing.T, kp tls.Certificate, answer byte, pp bool, banner string) *pgTLSBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &pgTLSBackend{ln: ln, before: make(chan string, 16)}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				br := bufio.NewReader(c)
+				seen := ""
+				if pp {
+					line, _ := br.ReadString('\n')
+					seen = strings.Fields(line + " ")[0] + " "
+				}
+				req := make([]byte, len(pgSSLRequest))
+				if _, err := io.ReadFull(br, req); err != nil || !bytes.Equal(req, pgSSLRequest) {
+					b.before <- seen + fmt.Sprintf("%x", req)
+					return
+				}
+				b.before <- seen + "ssl"
+				if answer == 0 { // never answers
+					_, _ = io.Copy(io.Discard, br)
+					return
+				}
+				if _, err := c.Write([]byte{answer}); err != nil || answer != 'S' {
+					return
+				}
+				tc := tls.Server(&bufConn{Conn: c, r: br}, &tls.Config{Certificates: []tls.Certificate{kp}})
+				if err := tc.Handshake(); err != nil {
+					return
+				}
+				_, _ = io.WriteString(tc, banner)
+				_, _ = io.Copy(tc, tc)
+			}()
+		}
+	}()
+	return b
+}
+
+// bufConn reads through r first (bytes already buffered from c).
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// pgDial sends an SSLRequest to addr, wants 'S', and returns the raw
+// connection for the TLS handshake.
+func pgDial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	_ = raw.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := raw.Write(pgSSLRequest); err != nil {
+		t.Fatal(err)
+	}
+	var got [1]byte
+	if _, err := io.ReadFull(raw, got[:]); err != nil || got[0] != 'S' {
+		t.Fatalf("answer to the SSLRequest = %q, %v; want 'S'", got[:], err)
+	}
+	return raw
+}
+
+// On a passthrough router, a PostgreSQL client's SSLRequest is answered,
+// its ClientHello routes it by SNI, and the backend is asked for TLS in
+// turn (after the PROXY header, when the service sends one): its 'S' is
+// not passed on, and the TLS session is between the client and the
+// backend. A backend that answers 'N', or nothing within the dial
+// timeout, has the connection closed.
+func TestPostgresSTARTTLSPassthrough(t *testing.T) {
+	ca := newTestCA(t)
+	kp1, _, _ := ca.issue(t, leafOpts{}, "db1.example")
+	kp2, _, _ := ca.issue(t, leafOpts{}, "db2.example")
+	kp3, _, _ := ca.issue(t, leafOpts{}, "db3.example")
+	db1 := startPgTLSBackend(t, kp1, 'S', false, "1")
+	db2 := startPgTLSBackend(t, kp2, 'S', true, "2")
+	no := startPgTLSBackend(t, kp3, 'N', false, "3")
+	mute := startPgTLSBackend(t, kp3, 0, false, "4")
+	s := newServerWith(t, nil, "pg")
+	pp := lbConfig(db2.ln.Addr().String())
+	pp.LoadBalancer.ServersTransport = "pp@file"
+	slow := lbConfig(mute.ln.Addr().String())
+	slow.LoadBalancer.ServersTransport = "short@file"
+	mustEnabled(t, s.Apply(&config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"db1@file":  passthrough("HostSNI(`db1.example`)", "db1@file"),
+			"db2@file":  passthrough("HostSNI(`db2.example`)", "db2@file"),
+			"no@file":   passthrough("HostSNI(`no.example`)", "no@file"),
+			"mute@file": passthrough("HostSNI(`mute.example`)", "mute@file"),
+		},
+		Services: map[string]*config.TCPService{
+			"db1@file": lbConfig(db1.ln.Addr().String()), "db2@file": pp,
+			"no@file": lbConfig(no.ln.Addr().String()), "mute@file": slow,
+		},
+		ServersTransports: map[string]*config.TCPServersTransport{
+			"pp@file":    {ProxyProtocol: &config.ProxyProtocol{Version: 1}},
+			"short@file": {DialTimeout: config.Duration(300 * time.Millisecond)},
+		},
+	}))
+	for _, tc := range []struct {
+		host, banner, before string
+		be                   *pgTLSBackend
+	}{{"db1.example", "1", "ssl", db1}, {"db2.example", "2", "PROXY ssl", db2}} {
+		c := tls.Client(pgDial(t, s.addr("pg")), &tls.Config{ServerName: tc.host, RootCAs: ca.pool})
+		if err := c.Handshake(); err != nil {
+			t.Fatalf("%s: handshake with the backend through tollgate: %v", tc.host, err)
+		}
+		if got := greetTLS(t, c); got != tc.banner {
+			t.Errorf("%s: reached %q, want %q", tc.host, got, tc.banner)
+		}
+		if got := <-tc.be.before; got != tc.before {
+			t.Errorf("%s: the backend read %q before its handshake, want %q", tc.host, got, tc.before)
+		}
+	}
+	for _, host := range []string{"no.example", "mute.example"} {
+		began := time.Now()
+		c := tls.Client(pgDial(t, s.addr("pg")), &tls.Config{ServerName: host, RootCAs: ca.pool})
+		if err := c.Handshake(); err == nil {
+			t.Fatalf("%s: a handshake completed through a backend that did not agree to TLS", host)
+		} else if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%s: the connection was left open: %v", host, err)
+		}
+		t.Logf("%s: closed after %v", host, time.Since(began).Round(time.Millisecond))
+	}
+	if got := <-no.before; got != "ssl" {
+		t.Errorf("the backend answering 'N' read %q first", got)
 	}
 }

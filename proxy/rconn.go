@@ -53,6 +53,7 @@ type rconn struct {
 	delay    int64     // termination delay; negative waits without limit
 	halfDone bool
 	failed   bool
+	pgHello  []byte // the client's bytes held until the backend agrees to TLS
 }
 
 type connState uint8
@@ -63,6 +64,7 @@ const (
 	stateQueued                     // waiting for a capped server's slot
 	stateResolving                  // looking up a backend host name
 	stateDialing                    // connecting to the backend
+	statePgBackend                  // asking the backend for TLS, as the client asked (postgres.go)
 	stateProxying                   // copying both ways
 	stateDone
 )
@@ -175,6 +177,13 @@ func (rc *rconn) event(tag int, ev uint32) {
 		if ev&unix.EPOLLOUT != 0 {
 			rc.connected()
 		}
+	case statePgBackend:
+		if tag == tagClient {
+			rc.noteClient(ev)
+			return
+		}
+		rc.noteBackend(ev)
+		rc.pgAsk()
 	case stateProxying:
 		if tag == tagClient {
 			rc.noteClient(ev)
@@ -230,6 +239,8 @@ func (rc *rconn) timeout() {
 		rc.queueTimeout()
 	case stateDialing, stateResolving:
 		rc.dialFailed(unix.ETIMEDOUT)
+	case statePgBackend:
+		rc.pgRefused("no answer within the dial timeout")
 	case stateProxying:
 		// The termination delay after one side ended: the other side had its
 		// time. Ending at a deadline counts as an error, as a read deadline did.
@@ -240,7 +251,7 @@ func (rc *rconn) timeout() {
 // abort ends the connection at once (the end of a shutdown drain).
 func (rc *rconn) abort() {
 	switch rc.state {
-	case stateProxying, stateDialing, stateResolving:
+	case stateProxying, stateDialing, stateResolving, statePgBackend:
 		rc.end(true)
 	case stateQueued:
 		rc.lb.cap.leave(rc)
@@ -342,6 +353,7 @@ type preroute struct {
 	peek      bool // the table needs the ClientHello
 	starttls  bool // ... and answers PostgreSQL's SSLRequest first (postgres.go)
 	pgDone    bool
+	pgTLS     bool // the client's SSLRequest was answered 'S'
 	pgSkip    int  // buf[hdrEnd:hdrEnd+pgSkip] are the requests answered
 	answer    byte // the byte to answer with, on preAnswer
 	ppDone    bool
@@ -399,7 +411,7 @@ func (p *preroute) step(buf []byte, eof bool, c *tcp.Conn) (preOutcome, error) {
 			return preWait, nil
 		case pgSSL:
 			p.pgSkip += len(pgSSLRequest)
-			p.pgDone, p.answer = true, 'S'
+			p.pgDone, p.pgTLS, p.answer = true, true, 'S'
 			return preAnswer, nil
 		case pgGSSENC:
 			if p.pgSkip > 0 {
@@ -729,12 +741,82 @@ func (rc *rconn) connected() {
 			rc.end(true)
 			return
 		}
-		rc.up.pend = append(h, c.Peeked...)
-	} else if len(c.Peeked) > 0 {
-		rc.up.pend = c.Peeked
+		rc.up.pend = h
 	}
+	if rc.pre.pgTLS {
+		// PostgreSQL STARTTLS on a passthrough route: the client was told
+		// 'S' and sent its ClientHello, which the backend may only see once
+		// it too has agreed to TLS (postgres.go).
+		rc.up.pend = append(rc.up.pend, pgSSLRequest...)
+		rc.pgHello, c.Peeked, rc.buf = c.Peeked, nil, nil
+		rc.state = statePgBackend
+		rc.l.arm(rc, rc.l.mono()+int64(rc.lb.dialTimeout))
+		rc.pgAsk()
+		return
+	}
+	rc.up.pend = append(rc.up.pend, c.Peeked...)
 	c.Peeked, rc.buf = nil, nil
 	rc.pump()
+}
+
+// pgAsk sends the backend the SSLRequest the client sent tollgate and reads
+// its one-byte answer: 'S' starts the copy with the client's ClientHello,
+// anything else ends the connection (the client, told 'S', waits for a
+// ServerHello only the backend can send).
+func (rc *rconn) pgAsk() {
+	for len(rc.up.pend) > 0 {
+		if !rc.up.writable {
+			return
+		}
+		n, err := unix.Write(rc.bfd, rc.up.pend)
+		if err == unix.EAGAIN {
+			rc.up.writable = false
+			return
+		}
+		if err != nil {
+			rc.pgRefused("writing the SSLRequest: " + err.Error())
+			return
+		}
+		rc.up.pend = rc.up.pend[n:]
+	}
+	if !rc.dn.readable {
+		return
+	}
+	var b [1]byte
+	n, err := readNB(rc.bfd, b[:])
+	switch {
+	case err == unix.EAGAIN:
+		rc.dn.readable = false
+		return
+	case err != nil:
+		rc.pgRefused("reading its answer: " + err.Error())
+		return
+	case n == 0:
+		rc.pgRefused("it closed without answering")
+		return
+	case b[0] != 'S':
+		rc.pgRefused(fmt.Sprintf("it answered %q, not 'S' (is ssl on?)", b[0]))
+		return
+	}
+	rc.state = stateProxying
+	rc.l.arm(rc, 0)
+	// One byte was read of what may be more: read on, the edge is spent.
+	rc.up.pend, rc.pgHello, rc.dn.readable = rc.pgHello, nil, true
+	rc.pump()
+}
+
+// pgRefused logs, at a bounded rate, why a backend did not take PostgreSQL
+// TLS, and ends the connection.
+func (rc *rconn) pgRefused(why string) {
+	lb := rc.lb
+	if ok, suppressed := lb.counters.dialLog.Allow(ratelog.String(rc.srv.address)); ok {
+		ev := lb.log.Warn().Str("service", lb.name).Str("server", rc.srv.address).Str("router", rc.c.Router).Str("reason", why)
+		if suppressed > 0 {
+			ev = ev.Uint64("suppressed", suppressed)
+		}
+		ev.Msg("backend did not agree to PostgreSQL TLS after the client's SSLRequest: connection closed")
+	}
+	rc.end(true)
 }
 
 // pump moves what can be moved both ways, and ends the connection when both

@@ -23,8 +23,9 @@ type Table struct {
 	peek   bool      // some route is a TLS route: read the ClientHello first
 	plain  []*route  // non-TLS routes in order, for plain clients when peek
 	tls    tlsRoutes // TLS routes, for TLS clients when peek
-	// starttls: some route terminates TLS, so a PostgreSQL client's
-	// SSLRequest is answered before its ClientHello is read (postgres.go).
+	// starttls: some route terminates TLS or passes it through, so a
+	// PostgreSQL client's SSLRequest is answered before its ClientHello is
+	// read (postgres.go).
 	starttls bool
 }
 
