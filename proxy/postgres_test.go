@@ -34,6 +34,17 @@ func pgBin() (string, error) {
 	return "", errors.New("no /usr/lib/postgresql/*/bin/postgres (apt-get install postgresql)")
 }
 
+// needPostgres returns the server binaries' directory, skipping (or
+// failing, where integration is required) without them or psql.
+func needPostgres(t *testing.T) string {
+	t.Helper()
+	bin, err := pgBin()
+	itest.Need(t, "PostgreSQL", err)
+	_, err = exec.LookPath("psql")
+	itest.Need(t, "psql (apt-get install postgresql-client)", err)
+	return bin
+}
+
 // startPostgres runs a real PostgreSQL server named name (its
 // cluster_name) on a free loopback port, as the postgres user when this
 // runs as root (PostgreSQL refuses root), and returns its address. With
@@ -141,10 +152,7 @@ func psqlThrough(t *testing.T, addr, host string) (string, error) {
 // the right one of two real PostgreSQL servers; TLS ends at tollgate (the
 // server sees a plaintext connection).
 func TestPostgresSTARTTLSBySNI(t *testing.T) {
-	bin, err := pgBin()
-	itest.Need(t, "PostgreSQL", err)
-	_, err = exec.LookPath("psql")
-	itest.Need(t, "psql (apt-get install postgresql-client)", err)
+	bin := needPostgres(t)
 	ca := newTestCA(t)
 	_, c1, k1 := ca.issue(t, leafOpts{}, "db1.example")
 	_, c2, k2 := ca.issue(t, leafOpts{}, "db2.example")
@@ -182,10 +190,7 @@ func TestPostgresSTARTTLSBySNI(t *testing.T) {
 // encrypted connection); a server without ssl refuses the request it is
 // sent in turn, and psql fails rather than reaching it in the clear.
 func TestPostgresSTARTTLSPassthroughToPostgres(t *testing.T) {
-	bin, err := pgBin()
-	itest.Need(t, "PostgreSQL", err)
-	_, err = exec.LookPath("psql")
-	itest.Need(t, "psql (apt-get install postgresql-client)", err)
+	bin := needPostgres(t)
 	ca := newTestCA(t)
 	_, c1, k1 := ca.issue(t, leafOpts{}, "db1.example")
 	pg1, pg2 := startPostgres(t, bin, "db1", c1, k1), startPostgres(t, bin, "db2")
