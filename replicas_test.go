@@ -592,6 +592,12 @@ func TestReplicaUpgradeWithSharedStore(t *testing.T) {
 	}
 	for i, c := range old {
 		_ = c.Close()
+		// The slot is free once the client's side is finished (README, the
+		// inFlightConn list, "What the limit counts"), which can be before
+		// the backend has read the end: wait for it, so that the backend's
+		// peak is the limit's.
+		itest.Eventually(t, 5*time.Second, func() bool { open, _ := be.counts(a); return open == 4 },
+			"the backend still counts the closed connection %d of %s", i+1, a)
 		var got []net.Conn
 		itest.Eventually(t, 5*time.Second, func() bool {
 			got = append(got, two.spread(t, a, 1, 0)...)
