@@ -34,6 +34,7 @@ var kinds = map[string]schema.GroupVersionResource{
 	"TLSOption":           tlsOptionsGVR,
 	"TLSStore":            tlsStoresGVR,
 	"Secret":              secretsGVR,
+	"ConfigMap":           configMapsGVR,
 }
 
 // apply creates every object in the manifest file (server-side validated).

@@ -41,10 +41,11 @@ var (
 	tlsOptionsGVR     = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "tlsoptions"}
 	tlsStoresGVR      = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "tlsstores"}
 	secretsGVR        = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	configMapsGVR     = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 )
 
 // watched are the resources Run watches and probes, in that order.
-var watched = []schema.GroupVersionResource{middlewaresGVR, routesGVR, servicesGVR, endpointSlicesGVR, transportsGVR, tlsOptionsGVR, tlsStoresGVR, secretsGVR}
+var watched = []schema.GroupVersionResource{middlewaresGVR, routesGVR, servicesGVR, endpointSlicesGVR, transportsGVR, tlsOptionsGVR, tlsStoresGVR, secretsGVR, configMapsGVR}
 
 // serviceIndex indexes EndpointSlices by "namespace/service" (label
 // kubernetes.io/service-name), so a build reads only the slices it needs.
@@ -131,12 +132,12 @@ type informers struct {
 	namespace                                string
 	middlewares, routes, services, endpoints cache.SharedIndexInformer
 	transports, tlsOptions, tlsStores        cache.SharedIndexInformer
-	secrets                                  cache.SharedIndexInformer
+	secrets, configMaps                      cache.SharedIndexInformer
 }
 
 func (in *informers) all() []cache.SharedIndexInformer {
 	var out []cache.SharedIndexInformer
-	for _, inf := range []cache.SharedIndexInformer{in.middlewares, in.routes, in.services, in.endpoints, in.transports, in.tlsOptions, in.tlsStores, in.secrets} {
+	for _, inf := range []cache.SharedIndexInformer{in.middlewares, in.routes, in.services, in.endpoints, in.transports, in.tlsOptions, in.tlsStores, in.secrets, in.configMaps} {
 		if inf != nil {
 			out = append(out, inf)
 		}
@@ -220,6 +221,7 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 			in.tlsOptions = mk(tlsOptionsGVR, nil)
 			in.tlsStores = mk(tlsStoresGVR, nil)
 			in.secrets = mk(secretsGVR, nil)
+			in.configMaps = mk(configMapsGVR, nil)
 			sets = append(sets, in)
 		}
 		ictx, icancel := context.WithCancel(ctx)
@@ -544,48 +546,41 @@ func (c *cacheCluster) set(ns string) *informers {
 }
 
 func (c *cacheCluster) Service(ns, name string) (*corev1.Service, bool) {
-	in := c.set(ns)
-	if in == nil {
-		return nil, false
-	}
-	obj, ok, err := in.services.GetStore().GetByKey(ns + "/" + name)
-	if err != nil || !ok {
-		return nil, false
-	}
-	u := obj.(*unstructured.Unstructured)
-	v, err := c.decoded.get("Service", u, func() (any, error) {
-		var svc corev1.Service
-		err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &svc)
-		return &svc, err
-	})
-	if err != nil {
-		c.problems = append(c.problems, fmt.Sprintf("Service %q: %v", ns+"/"+name, err))
-		return nil, false
-	}
-	return v.(*corev1.Service), true
+	return cached[corev1.Service](c, ns, name, "Service", func(in *informers) cache.SharedIndexInformer { return in.services })
 }
 
 // Secret returns the Secret ns/name from the cache.
 func (c *cacheCluster) Secret(ns, name string) (*corev1.Secret, bool) {
+	return cached[corev1.Secret](c, ns, name, "Secret", func(in *informers) cache.SharedIndexInformer { return in.secrets })
+}
+
+// ConfigMap returns the ConfigMap ns/name from the cache.
+func (c *cacheCluster) ConfigMap(ns, name string) (*corev1.ConfigMap, bool) {
+	return cached[corev1.ConfigMap](c, ns, name, "ConfigMap", func(in *informers) cache.SharedIndexInformer { return in.configMaps })
+}
+
+// cached is the object ns/name of the kind of's informer of ns caches,
+// decoded (once per version); a decoding error is a problem naming it.
+func cached[T any](c *cacheCluster, ns, name, kind string, of func(*informers) cache.SharedIndexInformer) (*T, bool) {
 	in := c.set(ns)
-	if in == nil || in.secrets == nil {
+	if in == nil || of(in) == nil {
 		return nil, false
 	}
-	obj, ok, err := in.secrets.GetStore().GetByKey(ns + "/" + name)
+	obj, ok, err := of(in).GetStore().GetByKey(ns + "/" + name)
 	if err != nil || !ok {
 		return nil, false
 	}
 	u := obj.(*unstructured.Unstructured)
-	v, err := c.decoded.get("Secret", u, func() (any, error) {
-		var s corev1.Secret
-		err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &s)
-		return &s, err
+	v, err := c.decoded.get(kind, u, func() (any, error) {
+		var out T
+		err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out)
+		return &out, err
 	})
 	if err != nil {
-		c.problems = append(c.problems, fmt.Sprintf("Secret %q: %v", ns+"/"+name, err))
+		c.problems = append(c.problems, fmt.Sprintf("%s %q: %v", kind, ns+"/"+name, err))
 		return nil, false
 	}
-	return v.(*corev1.Secret), true
+	return v.(*T), true
 }
 
 func (c *cacheCluster) EndpointSlices(ns, service string) []*discoveryv1.EndpointSlice {

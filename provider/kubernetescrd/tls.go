@@ -29,6 +29,12 @@ type secretReader interface {
 	Secret(namespace, name string) (*corev1.Secret, bool)
 }
 
+// configMapReader is the part of cluster that reads ConfigMaps (CAs named
+// by a ServersTransportTCP's tls.rootCAs).
+type configMapReader interface {
+	ConfigMap(namespace, name string) (*corev1.ConfigMap, bool)
+}
+
 // tlsInputs are the TLS resources build reads besides the routes.
 type tlsInputs struct {
 	transports []ServersTransportTCP
@@ -76,6 +82,24 @@ func caOf(k cluster, ns, name string) (config.FileOrContent, error) {
 		}
 	}
 	return "", fmt.Errorf("Secret %q has no tls.ca or ca.crt", ns+"/"+name)
+}
+
+// caOfConfigMap reads a CA ConfigMap: tls.ca, else ca.crt (Traefik's keys).
+func caOfConfigMap(k cluster, ns, name string) (config.FileOrContent, error) {
+	cr, ok := k.(configMapReader)
+	var cm *corev1.ConfigMap
+	if ok {
+		cm, ok = cr.ConfigMap(ns, name)
+	}
+	if !ok {
+		return "", fmt.Errorf("ConfigMap %q not found", ns+"/"+name)
+	}
+	for _, key := range []string{"tls.ca", "ca.crt"} {
+		if v := cm.Data[key]; v != "" {
+			return config.FileOrContent(v), nil
+		}
+	}
+	return "", fmt.Errorf("ConfigMap %q has no tls.ca or ca.crt", ns+"/"+name)
 }
 
 // duration reads Traefik's CRD durations: an integer is seconds, a string
@@ -221,10 +245,16 @@ func serversTransport(k cluster, st ServersTransportTCP) (*config.TCPServersTran
 	if t := st.Spec.TLS; t != nil {
 		tc := &config.TLSClientConfig{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, PeerCertURI: t.PeerCertURI}
 		for i, r := range t.RootCAs {
-			if r.ConfigMap != "" || r.Secret == "" {
-				return nil, fmt.Errorf("tls.rootCAs[%d]: only a secret is read (ConfigMap %q is not)", i, r.ConfigMap)
+			var ca config.FileOrContent
+			var err error
+			switch {
+			case (r.Secret == "") == (r.ConfigMap == ""):
+				return nil, fmt.Errorf("tls.rootCAs[%d]: set one of secret and configMap", i)
+			case r.Secret != "":
+				ca, err = caOf(k, st.Namespace, r.Secret)
+			default:
+				ca, err = caOfConfigMap(k, st.Namespace, r.ConfigMap)
 			}
-			ca, err := caOf(k, st.Namespace, r.Secret)
 			if err != nil {
 				return nil, fmt.Errorf("tls.rootCAs[%d]: %w", i, err)
 			}

@@ -24,7 +24,8 @@ func secretObj(ns, name, typ string, data map[string]string) map[string]any {
 // The TLS CRDs through the real API server (their schemas from
 // deploy/crds): an IngressRouteTCP terminating with a Secret's certificate
 // and a TLSOption with client CAs, a ServersTransportTCP with a root CA and
-// a client certificate, the default TLSStore; a Secret rotated is a new
+// a client certificate, another with its CA in a ConfigMap, the default
+// TLSStore; a Secret rotated is a new
 // snapshot; a Secret deleted drops the route (fail closed); the schema
 // refuses an unknown clientAuthType at apply time.
 func TestIntegrationTLSResources(t *testing.T) {
@@ -44,6 +45,11 @@ func TestIntegrationTLSResources(t *testing.T) {
 	create(t, k.Client, obj("traefik.io/v1alpha1", "ServersTransportTCP", ns, "pg-tr", map[string]any{"spec": map[string]any{
 		"dialTimeout": "5s", "dialKeepAlive": int64(30), "terminationDelay": "100ms",
 		"tls": map[string]any{"serverName": "db.internal", "rootCAsSecrets": []any{"ca"}, "certificatesSecrets": []any{"client"}},
+	}}))
+	cas := obj("v1", "ConfigMap", ns, "cas", map[string]any{"data": map[string]any{"tls.ca": "CA-CM"}})
+	create(t, k.Client, cas)
+	create(t, k.Client, obj("traefik.io/v1alpha1", "ServersTransportTCP", ns, "cm-tr", map[string]any{"spec": map[string]any{
+		"tls": map[string]any{"rootCAs": []any{map[string]any{"configMap": "cas"}}},
 	}}))
 	create(t, k.Client, obj("traefik.io/v1alpha1", "TLSStore", ns, "default", map[string]any{"spec": map[string]any{
 		"defaultCertificate": map[string]any{"secretName": "pg-cert"},
@@ -68,6 +74,7 @@ func TestIntegrationTLSResources(t *testing.T) {
 	}
 	m := await(t, msgs, 10*time.Second, "the TLS route, its options, transport and store", func(m provider.Message) bool {
 		return m.Configuration.TCP.Routers[key] != nil && certOf(m) == "CRT-1" && m.Configuration.TCP.ServersTransports[ns+"-pg-tr"] != nil &&
+			m.Configuration.TCP.ServersTransports[ns+"-cm-tr"] != nil &&
 			m.Configuration.TLS.Stores["default"].DefaultCertificate != nil
 	})
 	r := m.Configuration.TCP.Routers[key]
@@ -87,6 +94,9 @@ func TestIntegrationTLSResources(t *testing.T) {
 		st.TLS.ServerName != "db.internal" || len(st.TLS.RootCAs) != 1 || st.TLS.RootCAs[0] != "CA-1" || len(st.TLS.Certificates) != 1 || st.TLS.Certificates[0].KeyFile != "KEY-C" {
 		t.Fatalf("transport %+v (tls %+v)", st, st.TLS)
 	}
+	if cm := m.Configuration.TCP.ServersTransports[ns+"-cm-tr"]; cm.TLS == nil || len(cm.TLS.RootCAs) != 1 || cm.TLS.RootCAs[0] != "CA-CM" {
+		t.Fatalf("transport with a ConfigMap CA %+v", cm.TLS)
+	}
 	if len(m.Problems) != 0 {
 		t.Fatalf("problems %q", m.Problems)
 	}
@@ -97,7 +107,13 @@ func TestIntegrationTLSResources(t *testing.T) {
 		t.Fatalf("merged router tls %+v", mr.TLS)
 	}
 
-	// A rotated Secret is a new snapshot with the new certificate.
+	// A rotated ConfigMap, and a rotated Secret, are new snapshots with the
+	// new CA and certificate.
+	update(t, k.Client, cas, map[string]any{"data": map[string]any{"tls.ca": "CA-CM2"}})
+	await(t, msgs, 10*time.Second, "the rotated ConfigMap CA", func(m provider.Message) bool {
+		cm := m.Configuration.TCP.ServersTransports[ns+"-cm-tr"]
+		return cm != nil && cm.TLS != nil && len(cm.TLS.RootCAs) == 1 && cm.TLS.RootCAs[0] == "CA-CM2"
+	})
 	start := time.Now()
 	update(t, k.Client, cert, secretObj(ns, "pg-cert", "kubernetes.io/tls", map[string]string{"tls.crt": "CRT-2", "tls.key": "KEY-2"}))
 	await(t, msgs, 10*time.Second, "the rotated certificate", func(m provider.Message) bool { return certOf(m) == "CRT-2" })

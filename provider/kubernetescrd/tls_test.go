@@ -16,14 +16,20 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 )
 
-// secretCluster is fakeCluster with Secrets.
+// secretCluster is fakeCluster with Secrets and ConfigMaps.
 type secretCluster struct {
 	fakeCluster
-	secrets map[string]*corev1.Secret
+	secrets    map[string]*corev1.Secret
+	configMaps map[string]*corev1.ConfigMap
 }
 
 func (s secretCluster) Secret(ns, name string) (*corev1.Secret, bool) {
 	v, ok := s.secrets[ns+"/"+name]
+	return v, ok
+}
+
+func (s secretCluster) ConfigMap(ns, name string) (*corev1.ConfigMap, bool) {
+	v, ok := s.configMaps[ns+"/"+name]
 	return v, ok
 }
 
@@ -52,6 +58,10 @@ func TestBuildTLSResources(t *testing.T) {
 			"db/ca2":         caSecret("db", "ca2", "tls.ca", "CA-2"),
 			"edge/default":   tlsSecret("edge", "default", "CRT-default", "KEY-default"),
 		},
+		configMaps: map[string]*corev1.ConfigMap{
+			"db/cas":   {ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "cas"}, Data: map[string]string{"ca.crt": "CA-3"}},
+			"db/empty": {ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "empty"}, Data: map[string]string{"other": "x"}},
+		},
 	}
 	dur := func(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
 	secs := intstr.FromInt32(30)
@@ -71,7 +81,10 @@ func TestBuildTLSResources(t *testing.T) {
 			{Namespace: "db", Name: "broken", Spec: ServersTransportTCPSpec{DialTimeout: dur("soon")}},
 			{Namespace: "db", Name: "no-ca", Spec: ServersTransportTCPSpec{TLS: &TLSClientConfigTCP{RootCAsSecrets: []string{"missing"}}}},
 			{Namespace: "db", Name: "new-form", Spec: ServersTransportTCPSpec{TLS: &TLSClientConfigTCP{RootCAs: []RootCA{{Secret: "ca2"}}}}},
-			{Namespace: "db", Name: "configmap", Spec: ServersTransportTCPSpec{TLS: &TLSClientConfigTCP{RootCAs: []RootCA{{ConfigMap: "cas"}}}}},
+			{Namespace: "db", Name: "configmap", Spec: ServersTransportTCPSpec{TLS: &TLSClientConfigTCP{RootCAs: []RootCA{{ConfigMap: "cas"}, {Secret: "ca"}}}}},
+			{Namespace: "db", Name: "both", Spec: ServersTransportTCPSpec{TLS: &TLSClientConfigTCP{RootCAs: []RootCA{{Secret: "ca", ConfigMap: "cas"}}}}},
+			{Namespace: "db", Name: "no-cm", Spec: ServersTransportTCPSpec{TLS: &TLSClientConfigTCP{RootCAs: []RootCA{{ConfigMap: "missing"}}}}},
+			{Namespace: "db", Name: "empty-cm", Spec: ServersTransportTCPSpec{TLS: &TLSClientConfigTCP{RootCAs: []RootCA{{ConfigMap: "empty"}}}}},
 		},
 		options: []TLSOption{
 			{Namespace: "db", Name: "mtls", Spec: TLSOptionSpec{MinVersion: "VersionTLS13", SniStrict: true, ALPNProtocols: []string{"postgresql"},
@@ -103,7 +116,8 @@ func TestBuildTLSResources(t *testing.T) {
 		ProxyProtocol: &config.ProxyProtocol{Version: 2},
 		TLS: &config.TLSClientConfig{ServerName: "db.internal", RootCAs: []config.FileOrContent{"CA-1"}, PeerCertURI: "spiffe://db",
 			Certificates: []config.Certificate{{CertFile: "CRT-client", KeyFile: "KEY-client"}}},
-	}, "db-new-form": {TLS: &config.TLSClientConfig{RootCAs: []config.FileOrContent{"CA-2"}}}}
+	}, "db-new-form": {TLS: &config.TLSClientConfig{RootCAs: []config.FileOrContent{"CA-2"}}},
+		"db-configmap": {TLS: &config.TLSClientConfig{RootCAs: []config.FileOrContent{"CA-3", "CA-1"}}}}
 	if !reflect.DeepEqual(got.TCP.ServersTransports, wantTransports) {
 		t.Errorf("transports %s, want %s", dumpJSON(got.TCP.ServersTransports), dumpJSON(wantTransports))
 	}
@@ -120,9 +134,11 @@ func TestBuildTLSResources(t *testing.T) {
 		t.Errorf("tls %s, want %s", dumpJSON(got.TLS), dumpJSON(wantTLS))
 	}
 	wantProblems := []string{
+		`ServersTransportTCP "db/both": tls.rootCAs[0]: set one of secret and configMap: dropped`,
 		`ServersTransportTCP "db/broken": dialTimeout: "soon" is not a duration`,
-		`ServersTransportTCP "db/configmap": tls.rootCAs[0]: only a secret is read (ConfigMap "cas" is not): dropped`,
+		`ServersTransportTCP "db/empty-cm": tls.rootCAs[0]: ConfigMap "db/empty" has no tls.ca or ca.crt: dropped`,
 		`ServersTransportTCP "db/no-ca": tls.rootCAsSecrets: Secret "db/missing" not found: dropped`,
+		`ServersTransportTCP "db/no-cm": tls.rootCAs[0]: ConfigMap "db/missing" not found: dropped`,
 		`TLSOption "db/no-ca": clientAuth.secretNames: Secret "db/nope" not found: dropped`,
 	}
 	if len(problems) != len(wantProblems) {

@@ -100,12 +100,12 @@ type ServersTransportTCPSpec struct {
 }
 
 // TLSClientConfigTCP is a ServersTransportTCP's TLS to the servers; the CAs
-// and client certificates are Secrets of the transport's namespace.
+// (Secrets or ConfigMaps) and client certificates (Secrets) are of the
+// transport's namespace.
 type TLSClientConfigTCP struct {
 	ServerName         string `json:"serverName,omitempty"`
 	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
-	// RootCAs are CA Secrets (Traefik v3's newer form); a ConfigMap is not
-	// read (the transport is dropped with a problem saying so).
+	// RootCAs are CA Secrets or ConfigMaps (Traefik v3's newer form).
 	RootCAs []RootCA `json:"rootCAs,omitempty"`
 	// RootCAsSecrets is the older form of RootCAs, deprecated in Traefik.
 	RootCAsSecrets      []string `json:"rootCAsSecrets,omitempty"`
