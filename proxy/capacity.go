@@ -7,6 +7,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/ratelog"
+	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
 // A load balancer whose servers have a maxConn keeps at most that many
@@ -34,12 +35,19 @@ type capacity struct {
 	servers []*capServer // in the service's order, as of the last compile
 	retired []*capServer // servers no longer listed that still have connections
 	next    int          // round-robin position
-	queue   []*rconn     // FIFO; head at 0
+	queue   []waiter     // FIFO; head at 0
 	maxSize int
 	timeout time.Duration
 
 	full, expired atomic.Uint64 // refused: the queue was full / the wait timed out
 	log           ratelog.Limiter
+}
+
+// waiter is a connection in a capacity's queue: a loop's, or one served by
+// goroutines. handSlot gives it the slot s; it runs under cp.mu and must
+// not block.
+type waiter interface {
+	handSlot(cp *capacity, s *capServer)
 }
 
 // capServer is one server of a capped service.
@@ -123,10 +131,10 @@ func (cp *capacity) take() *capServer {
 	return nil
 }
 
-// admit gives rc a slot, or queues it. It returns the slot, or nil with
-// queued true (rc waits: dispatch hands it a slot later), or nil and false
+// admit gives w a slot, or queues it. It returns the slot, or nil with
+// queued true (w waits: dispatch hands it a slot later), or nil and false
 // when the queue is full.
-func (cp *capacity) admit(rc *rconn) (s *capServer, queued bool) {
+func (cp *capacity) admit(w waiter) (s *capServer, queued bool) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	if len(cp.queue) == 0 { // FIFO: nobody may pass those already waiting
@@ -137,17 +145,17 @@ func (cp *capacity) admit(rc *rconn) (s *capServer, queued bool) {
 	if len(cp.queue) >= cp.maxSize {
 		return nil, false
 	}
-	cp.queue = append(cp.queue, rc)
+	cp.queue = append(cp.queue, w)
 	return nil, true
 }
 
-// leave takes rc out of the queue; false when it is no longer there (a
+// leave takes w out of the queue; false when it is no longer there (a
 // slot is on its way to it).
-func (cp *capacity) leave(rc *rconn) bool {
+func (cp *capacity) leave(w waiter) bool {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	for i, q := range cp.queue {
-		if q == rc {
+		if q == w {
 			cp.queue = append(cp.queue[:i], cp.queue[i+1:]...)
 			return true
 		}
@@ -186,10 +194,22 @@ func (cp *capacity) dispatchLocked() {
 		if s == nil {
 			return
 		}
-		rc := cp.queue[0]
+		w := cp.queue[0]
 		cp.queue[0] = nil
 		cp.queue = cp.queue[1:]
-		rc.l.post(func(*loop) { rc.dequeued(cp, s) })
+		w.handSlot(cp, s)
+	}
+}
+
+// logRefusal logs, at a bounded rate per reason, a connection the service
+// could not take for its caps.
+func (cp *capacity) logRefusal(lb *loadBalancer, c *tcp.Conn, why string) {
+	if ok, suppressed := cp.log.Allow(ratelog.String(why)); ok {
+		ev := lb.log.Warn().Str("service", lb.name).Str("router", c.Router).Str("client_ip", c.Client.Addr().String())
+		if suppressed > 0 {
+			ev = ev.Uint64("suppressed", suppressed)
+		}
+		ev.Msg("Connection refused: every server of the service is at its maxConn and " + why)
 	}
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
@@ -94,12 +96,23 @@ func TestServerCapQueuesInOrder(t *testing.T) {
 
 	// The queue timeout.
 	apply(s, "file", cappedConfig(be.addr(), 1, 4, 300*time.Millisecond))
-	held := dialSrc(t, "127.0.1.20", addr)
+	n := 19
+	queueTimesOut(t, s, "tcp", func() net.Conn { n++; return dialSrc(t, fmt.Sprintf("127.0.1.%d", n), addr) })
+}
+
+// queueTimesOut: with service s@file's one server capped at 1 and a queue
+// timeout of 300 ms, a connection held through entry point ep is served, a
+// second is closed at the timeout and counted, and everything is freed
+// after.
+func queueTimesOut(t *testing.T, s *Server, ep string, dial func() net.Conn) {
+	t.Helper()
+	st := func() CapacityState { return *s.State().Capacity("s@file") }
+	held := dial()
 	defer held.Close()
 	if !greeted(held, 2*time.Second) {
 		t.Fatal("the first connection was not served")
 	}
-	waiting := dialSrc(t, "127.0.1.21", addr)
+	waiting := dial()
 	defer waiting.Close()
 	start := time.Now()
 	if !closedSoon(waiting, 3*time.Second) {
@@ -112,7 +125,7 @@ func TestServerCapQueuesInOrder(t *testing.T) {
 		t.Fatalf("after the timeout: %+v", cs)
 	}
 	held.Close()
-	waitFor(t, "the slot to be freed", func() bool { return st().Servers[0].Open == 0 && s.EntryPoint("tcp").Open() == 0 })
+	waitFor(t, "the slot to be freed", func() bool { return st().Servers[0].Open == 0 && s.EntryPoint(ep).Open() == 0 })
 }
 
 // Queued connections count against their client's inFlightConn amount: one
@@ -234,4 +247,56 @@ func TestLaterResumesOnTheLoop(t *testing.T) {
 	waitFor(t, "the waiting connection closed by the shutdown", func() bool { return s.EntryPoint("tcp").Open() <= 1 })
 	answer <- true
 	waitFor(t, "dropped to run for it", func() bool { return dropped.Load() == 1 })
+}
+
+// A connection whose router terminates TLS (served by goroutines) waits in
+// a capped service's queue like a loop's: it is served when the slot frees,
+// refused at once when the queue is full, and closed at the queue timeout.
+func TestTerminatedConnectionsQueue(t *testing.T) {
+	ca := newTestCA(t)
+	_, crt, key := ca.issue(t, leafOpts{}, "db.example")
+	be := startBackend(t, "B")
+	s := newServerWith(t, nil, "tls")
+	capped := func(queueSize int, timeout time.Duration) {
+		cfg := cappedConfig(be.addr(), 1, queueSize, timeout)
+		cfg.Routers["r"] = terminating("HostSNI(`db.example`)", "s", "")
+		mustEnabled(t, s.Apply(provider.Merge(map[string]*config.Dynamic{"file": {TCP: cfg,
+			TLS: &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(crt, key)}}}})))
+	}
+	capped(1, 10*time.Second)
+	addr := s.addr("tls")
+	st := func() CapacityState { return *s.State().Capacity("s@file") }
+	dial := func() net.Conn {
+		c, err := tlsDial(t, addr, &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	first := dial()
+	if !greeted(first, 2*time.Second) {
+		t.Fatal("the first terminated connection was not served")
+	}
+	second := dial()
+	waitFor(t, "the second terminated connection queued", func() bool { return st().Queued == 1 })
+	if greeted(second, 200*time.Millisecond) {
+		t.Fatal("a terminated connection over the cap was served")
+	}
+	third := dial() // the queue (1) is full
+	if !closedSoon(third, time.Second) || st().RejectedFull != 1 {
+		t.Fatalf("a terminated connection beyond the queue: not closed at once, or not counted (%+v)", st())
+	}
+	first.Close()
+	if !greeted(second, 2*time.Second) {
+		t.Fatal("the queued terminated connection was not served when the slot freed")
+	}
+	second.Close()
+	waitFor(t, "the slot and the queue to empty", func() bool {
+		cs := st()
+		return cs.Servers[0].Open == 0 && cs.Queued == 0 && s.EntryPoint("tls").Open() == 0
+	})
+
+	capped(1, 300*time.Millisecond)
+	queueTimesOut(t, s, "tls", dial)
 }

@@ -36,8 +36,9 @@ type gconn struct {
 	began  time.Time
 
 	mu      sync.Mutex
-	closed  bool     // abort ran: every socket is closed, new ones are closed at once
-	backend net.Conn // once dialled
+	closed  bool          // abort ran: every socket is closed, new ones are closed at once
+	backend net.Conn      // once dialled
+	stop    chan struct{} // closed by abort: a wait for a slot ends
 }
 
 var _ tcp.Socket = (*gconn)(nil)
@@ -83,6 +84,9 @@ func (g *gconn) setBackend(b net.Conn) bool {
 // goroutines then end.
 func (g *gconn) abort() {
 	g.mu.Lock()
+	if !g.closed {
+		close(g.stop)
+	}
 	g.closed = true
 	b := g.backend
 	g.mu.Unlock()
@@ -119,7 +123,7 @@ func detach(rc *rconn) *gconn {
 		return nil
 	}
 	raw := nc.(*net.TCPConn)
-	g := &gconn{c: c, ep: rc.ep, raw: raw, stream: raw}
+	g := &gconn{c: c, ep: rc.ep, raw: raw, stream: raw, stop: make(chan struct{})}
 	c.Sock, c.TCP = g, raw
 	rc.buf = nil
 	return g
@@ -234,9 +238,9 @@ func (t *terminator) serve(g *gconn) {
 
 // serveGo serves a goroutine-served connection with lb: a server with a
 // free slot, the dial (TLS when the server says so), then the copy. A
-// failed dial tries the next healthy server once, as on the loop. Capped
-// servers are honoured, but a connection served here does not queue: over
-// every cap it is refused.
+// failed dial tries the next healthy server once, as on the loop. Over
+// every server's maxConn it waits in the service's queue, in line with the
+// loops' connections (waitSlot).
 func (lb *loadBalancer) serveGo(g *gconn) {
 	c := g.c
 	if lb.obs != nil {
@@ -247,13 +251,14 @@ func (lb *loadBalancer) serveGo(g *gconn) {
 		var srv *server
 		var slot *capServer
 		if cp := lb.cap; cp != nil {
-			cp.mu.Lock()
-			slot = cp.take()
-			cp.mu.Unlock()
+			if attempt == 0 {
+				slot = lb.waitSlot(g, cp)
+			} else { // the retry after a failed dial takes a free slot or none, as on the loop
+				cp.mu.Lock()
+				slot = cp.take()
+				cp.mu.Unlock()
+			}
 			if slot == nil {
-				if attempt == 0 {
-					cp.full.Add(1)
-				}
 				break
 			}
 			srv = &slot.srv
@@ -294,6 +299,49 @@ func (lb *loadBalancer) serveGo(g *gconn) {
 		return
 	}
 	c.Refuse(true)
+}
+
+// goWait is a goroutine-served connection in a capped service's queue: the
+// slot arrives on the channel (buffered, so dispatch never blocks).
+type goWait chan *capServer
+
+func (w goWait) handSlot(_ *capacity, s *capServer) { w <- s }
+
+// waitSlot takes a free slot of cp, or waits in its queue for one until the
+// queue timeout or the connection's abort; nil when none came (a refusal is
+// counted and logged, except at an abort).
+func (lb *loadBalancer) waitSlot(g *gconn, cp *capacity) *capServer {
+	w := make(goWait, 1)
+	s, queued := cp.admit(w)
+	if s != nil {
+		return s
+	}
+	if !queued {
+		cp.full.Add(1)
+		cp.logRefusal(lb, g.c, "its queue is full")
+		return nil
+	}
+	cp.mu.Lock()
+	timeout := cp.timeout
+	cp.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case s := <-w:
+		return s
+	case <-t.C:
+		if cp.leave(w) {
+			cp.expired.Add(1)
+			cp.logRefusal(lb, g.c, "it waited the queue timeout")
+			return nil
+		}
+		return <-w // handed a slot as the wait ended: take it
+	case <-g.stop:
+		if !cp.leave(w) {
+			cp.release(<-w)
+		}
+		return nil
+	}
 }
 
 // dialGo connects to srv with the service's transport: the PROXY header

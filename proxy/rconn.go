@@ -568,6 +568,11 @@ func (rc *rconn) startService(lb *loadBalancer) {
 	rc.dial(rc.first)
 }
 
+// handSlot gives the queued connection a slot, on its loop (waiter).
+func (rc *rconn) handSlot(cp *capacity, s *capServer) {
+	rc.l.post(func(*loop) { rc.dequeued(cp, s) })
+}
+
 // dequeued hands a queued connection the slot s (on its loop).
 func (rc *rconn) dequeued(cp *capacity, s *capServer) {
 	if rc.state != stateQueued { // it left the queue meanwhile (timed out, closed)
@@ -594,14 +599,7 @@ func (rc *rconn) queueTimeout() {
 // (the backend's capacity, not the client, is the reason), logged at a
 // bounded rate.
 func (rc *rconn) refuseQueue(cp *capacity, why string) {
-	lb := rc.lb
-	if ok, suppressed := cp.log.Allow(ratelog.String(why)); ok {
-		ev := lb.log.Warn().Str("service", lb.name).Str("router", rc.c.Router).Str("client_ip", rc.c.Client.Addr().String())
-		if suppressed > 0 {
-			ev = ev.Uint64("suppressed", suppressed)
-		}
-		ev.Msg("Connection refused: every server of the service is at its maxConn and " + why)
-	}
+	cp.logRefusal(rc.lb, &rc.c, why)
 	rc.c.Refuse(true)
 }
 
