@@ -297,13 +297,21 @@ func (s *store) notifying(ctx context.Context) (on, known bool, err error) {
 	defer cancel()
 	m, err := s.c.ConfigGet(cctx, "notify-keyspace-events").Result()
 	if err != nil {
+		// The server (or, behind Sentinels, a Sentinel) answered with an
+		// error: CONFIG GET refused (NOPERM, a renamed command) means "cannot
+		// tell"; a refused login is the provider's error.
 		var refused goredis.Error
-		if errors.As(err, &refused) {
+		if errors.As(err, &refused) && !loginRefused(refused.Error()) {
 			return false, false, nil
 		}
 		return false, false, err
 	}
 	return Enabled(m["notify-keyspace-events"]), true, nil
+}
+
+// loginRefused reports whether a Redis error reply refuses the login.
+func loginRefused(msg string) bool {
+	return strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "WRONGPASS")
 }
 
 // Enabled reports whether a notify-keyspace-events value publishes what the

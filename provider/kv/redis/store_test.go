@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/provider"
+	"github.com/tollgate-proxy/tollgate/provider/kv"
 	"github.com/tollgate-proxy/tollgate/provider/kv/internal/kvtest"
 )
 
@@ -162,5 +163,29 @@ func TestNew(t *testing.T) {
 		if _, err := New(c, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New: %v, want %q", err, tc.want)
 		}
+	}
+}
+
+// CONFIG GET refused (an ACL user without it) means "cannot tell": the
+// provider polls. A refused login is an error, not a refusal to tell.
+func TestNotifyingRefusedOrLoginRefused(t *testing.T) {
+	srv := itest.StartRedis(t, "--user", "default", "on", "nopass", "~*", "&*", "+@all",
+		"--user", "limited", "on", ">pw", "~*", "&*", "+@all", "-config")
+	ctx := context.Background()
+	for _, tc := range []struct {
+		user, password string
+		known, fails   bool
+	}{
+		{"default", "", true, false},
+		{"limited", "pw", false, false},
+		{"limited", "wrong", false, true},
+	} {
+		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, Username: tc.user, Password: tc.password, DisableIdentity: true, MaxRetries: -1})
+		s := newStore(c, kv.Options{}, 0, zerolog.Nop())
+		_, known, err := s.notifying(ctx)
+		if known != tc.known || (err != nil) != tc.fails {
+			t.Errorf("%s/%s: known %v, error %v; want known %v, an error %v", tc.user, tc.password, known, err, tc.known, tc.fails)
+		}
+		_ = c.Close()
 	}
 }
