@@ -259,7 +259,7 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 			}
 		}
 		sort.Strings(uses)
-		if err := pred.Ready(upgrade.Ready{PID: os.Getpid(), Uses: uses, RateLimits: true}); err != nil {
+		if err := pred.Ready(upgrade.Ready{PID: os.Getpid(), Uses: uses, RateLimits: true, Capacities: true}); err != nil {
 			return fmt.Errorf("state channel: %w", err)
 		}
 		snap, err := pred.WaitSnapshot(readyTimeout)
@@ -268,6 +268,19 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 		}
 		pred.Import(&srv.State().Limiters, snap.Limiters)
 		pred.ImportRates(&srv.State().RateLimiters, snap.Rates)
+		if snap.WithCaps {
+			var exs []proxy.CapacityExport
+			for _, c := range snap.Caps {
+				ex := proxy.CapacityExport{Service: c.Service}
+				for _, sv := range c.Servers {
+					ex.Servers = append(ex.Servers, proxy.CapacityCount{Address: sv.Address, Open: int(sv.Open)})
+				}
+				exs = append(exs, ex)
+			}
+			in, n := srv.State().ImportCapacities(exs)
+			stats.CapConnections.Store(int64(n))
+			pred.ImportCaps(in.Release, in.ReleaseAll)
+		}
 		srv.Start()
 		serveAdmin(admin, up, log)
 		accepting = true

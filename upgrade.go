@@ -183,7 +183,7 @@ func (u *upgrader) upgrade() (upgrade.Result, error) {
 		return upgrade.Result{}, u.selfErr
 	}
 	gen := u.stats.Generation.Load() + 1
-	hello := upgrade.Hello{Version: upgrade.Version, Generation: gen, PID: os.Getpid(), RateLimits: true}
+	hello := upgrade.Hello{Version: upgrade.Version, Generation: gen, PID: os.Getpid(), RateLimits: true, Capacities: true}
 	var files []*os.File
 	defer func() {
 		for _, f := range files {
@@ -251,6 +251,21 @@ func (u *upgrader) upgrade() (upgrade.Result, error) {
 			snap.Rates = append(snap.Rates, l.Export(name))
 		})
 	}
+	// The capped servers' counts go to a new process that reads them: from
+	// now on this process takes no new slot, and lends back those its
+	// connections free. One from before they were handed over counts only
+	// its own.
+	if ready.Capacities {
+		snap.WithCaps = true
+		for _, ex := range u.srv.State().ExportCapacities(succ.CapRelease) {
+			c := upgrade.CapExport{Service: ex.Service}
+			for _, sv := range ex.Servers {
+				c.Servers = append(c.Servers, upgrade.CapCount{Address: sv.Address, Open: uint32(sv.Open)})
+				u.stats.CapConnectionsSent.Add(int64(sv.Open))
+			}
+			snap.Caps = append(snap.Caps, c)
+		}
+	}
 	err = succ.SendSnapshot(snap)
 	var started upgrade.Started
 	if err == nil {
@@ -260,6 +275,10 @@ func (u *upgrader) upgrade() (upgrade.Result, error) {
 		succ.Kill() // never two processes accepting
 		for _, l := range limiters {
 			l.Unexport()
+		}
+		if ready.Capacities {
+			u.srv.State().UnexportCapacities()
+			u.stats.CapConnectionsSent.Store(0)
 		}
 		u.srv.Resume()
 		for _, a := range u.admin {

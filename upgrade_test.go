@@ -20,6 +20,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/internal/upgrade"
+	"github.com/tollgate-proxy/tollgate/proxy"
 )
 
 // Binary upgrades in place (issue 18), through the binary: every test
@@ -622,5 +623,64 @@ func TestUpgradeKeepsRateBuckets(t *testing.T) {
 	st := rateOf(t, g, "rl@file")
 	if st.Admitted != 6 || st.Rejected != 7 {
 		t.Fatalf("totals after the upgrade: admitted %d, rejected %d; want 6 and 7 (3+3, 2+3+2)", st.Admitted, st.Rejected)
+	}
+}
+
+// A server's maxConn holds across an upgrade: the new process counts the
+// old process's connections to it until each ends (the old one lends its
+// slots back), so the two processes together never open more than the cap.
+func TestUpgradeKeepsServerCaps(t *testing.T) {
+	be := itest.EchoServer(t, "")
+	dyn := itest.WriteFile(t, "dyn.yml", fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n"+
+		"  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n            maxConn: 2\n"+
+		"        queue:\n          maxSize: 10\n          timeout: 20s\n", be))
+	ep := itest.FreeAddr(t)
+	g := itest.StartTollgate(t, "--entryPoints.db.address="+ep, "--entryPoints.db.transport.lifeCycle.graceTimeOut=30s",
+		"--providers.file.filename="+dyn)
+	itest.Eventually(t, 5*time.Second, func() bool { return g.Rawdata(t).Routers["r@file"].Status == "enabled" }, "router r@file not enabled")
+	held := itest.Hold(t, 2, "127.0.0.2", ep)
+	defer itest.CloseAll(held)
+	if len(held) != 2 {
+		t.Fatalf("held %d through the old process, want 2 (maxConn 2)", len(held))
+	}
+	r := mustUpgrade(t, g.API)
+	v := processView(t, g.API)
+	if v.PID != r.PID || v.Received == nil || v.Received.CapConnections != 2 {
+		t.Fatalf("the new process's view %+v, want the old process's 2 connections to the capped server", v.Received)
+	}
+	capOf := func() proxy.CapacityState {
+		var svc struct {
+			Capacity proxy.CapacityState `json:"capacity"`
+		}
+		g.GetJSON(t, "/api/tcp/services/s@file", &svc)
+		return svc.Capacity
+	}
+	// The new process is at the cap: a new connection waits in its queue.
+	c, err := net.DialTimeout("tcp", ep, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	itest.Eventually(t, 5*time.Second, func() bool { st := capOf(); return st.Queued == 1 && st.Servers[0].Inherited == 2 },
+		"the new process does not count the old one's connections (%+v)", capOf())
+	if _, err := c.Write([]byte{'x'}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a third connection reached the server capped at 2 while the old process held 2")
+	}
+	// One of the old process's connections ends: its slot comes back.
+	held[0].Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil || b[0] != 'x' {
+		t.Fatalf("the waiting connection was not served after an old connection ended: %v", err)
+	}
+	if st := capOf(); st.Servers[0].Open != 1 || st.Servers[0].Inherited != 1 {
+		t.Fatalf("after one old connection ended: %+v, want 1 open here and 1 inherited", st)
+	}
+	if v := processView(t, g.API); v.Received.CapReleasesReceived != 1 {
+		t.Fatalf("capacity releases received %d, want 1", v.Received.CapReleasesReceived)
 	}
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,14 @@ type capacity struct {
 
 	full, expired atomic.Uint64 // refused: the queue was full / the wait timed out
 	log           ratelog.Limiter
+
+	// After an upgrade's handover (State.ExportCapacities): this process
+	// takes no new slot, and a slot its connections free goes to the next
+	// connection waiting here, or is lent back: released(exported, index of
+	// the server in the export). nil while this process is the one accepting.
+	released func(exported, server int)
+	exported int
+	lentIdx  map[*capServer]int
 }
 
 // waiter is a connection in a capacity's queue: a loop's, or one served by
@@ -52,9 +61,10 @@ type waiter interface {
 
 // capServer is one server of a capped service.
 type capServer struct {
-	srv  server
-	max  int // 0: no cap
-	open int // connections open or being dialled (capacity.mu)
+	srv       server
+	max       int // 0: no cap
+	open      int // connections open or being dialled (capacity.mu)
+	inherited int // the old process's connections after an upgrade, until it releases them
 }
 
 // CapacityServer is one server's slots, for the API and metrics.
@@ -62,6 +72,9 @@ type CapacityServer struct {
 	Address string `json:"address"`
 	Open    int    `json:"open"`
 	Max     int    `json:"max,omitempty"`
+	// Inherited are the old process's connections to the server after an
+	// upgrade, counted against Max until they end.
+	Inherited int `json:"inherited,omitempty"`
 }
 
 // CapacityState is a capped service's live state.
@@ -113,12 +126,15 @@ func (cp *capacity) update(servers []server, lb *config.TCPServersLoadBalancer) 
 
 // free reports whether s can take one more connection now.
 func (s *capServer) free() bool {
-	return (s.srv.up == nil || s.srv.up.Load()) && (s.max == 0 || s.max > 0 && s.open < s.max)
+	return (s.srv.up == nil || s.srv.up.Load()) && (s.max == 0 || s.max > 0 && s.open+s.inherited < s.max)
 }
 
 // take finds a server with a free slot, round-robin, and counts the
 // connection on it; nil when every server is at its cap or down.
 func (cp *capacity) take() *capServer {
+	if cp.released != nil {
+		return nil // handed over: the new process has the budget
+	}
 	n := len(cp.servers)
 	for i := 0; i < n; i++ {
 		s := cp.servers[(cp.next+i)%n]
@@ -167,6 +183,18 @@ func (cp *capacity) leave(w waiter) bool {
 // waiting, in order.
 func (cp *capacity) release(s *capServer) {
 	cp.mu.Lock()
+	if cp.released != nil {
+		if len(cp.queue) > 0 {
+			// Handed over: the slot passes to the next connection waiting here.
+			w := cp.queue[0]
+			cp.queue[0] = nil
+			cp.queue = cp.queue[1:]
+			w.handSlot(cp, s)
+			cp.mu.Unlock()
+			return
+		}
+		cp.lendBack(s)
+	}
 	s.open--
 	if s.max < 0 && s.open == 0 {
 		for i, r := range cp.retired {
@@ -220,7 +248,7 @@ func (cp *capacity) state() CapacityState {
 	st := CapacityState{Queued: len(cp.queue), QueueMax: cp.maxSize, QueueTimeout: cp.timeout.String(),
 		RejectedFull: cp.full.Load(), TimedOut: cp.expired.Load()}
 	for _, s := range append(cp.servers, cp.retired...) {
-		st.Servers = append(st.Servers, CapacityServer{Address: s.srv.address, Open: s.open, Max: max(s.max, 0)})
+		st.Servers = append(st.Servers, CapacityServer{Address: s.srv.address, Open: s.open, Max: max(s.max, 0), Inherited: s.inherited})
 	}
 	return st
 }
@@ -260,16 +288,21 @@ func (s *State) EachCapacity(f func(service string, st CapacityState)) {
 	}
 }
 
-// kickCapacities hands the slots a new configuration freed (a raised cap, a
-// new server) to the connections waiting for them.
-func (s *State) kickCapacities() {
+// allCapacities returns the capped services' capacities, in no order.
+func (s *State) allCapacities() []*capacity {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	cps := make([]*capacity, 0, len(s.capacities))
 	for _, c := range s.capacities {
 		cps = append(cps, c)
 	}
-	s.mu.Unlock()
-	for _, c := range cps {
+	return cps
+}
+
+// kickCapacities hands the slots a new configuration freed (a raised cap, a
+// new server) to the connections waiting for them.
+func (s *State) kickCapacities() {
+	for _, c := range s.allCapacities() {
 		c.kick()
 	}
 }
@@ -286,7 +319,7 @@ func (s *State) sweepCapacities(keep map[string]bool) {
 		c.mu.Lock()
 		busy := len(c.queue) > 0 || len(c.retired) > 0
 		for _, sv := range c.servers {
-			busy = busy || sv.open > 0
+			busy = busy || sv.open > 0 || sv.inherited > 0
 		}
 		c.mu.Unlock()
 		if !busy {
@@ -307,4 +340,153 @@ func (s *State) capacity(service string) *capacity {
 		s.capacities[service] = cp
 	}
 	return cp
+}
+
+// Capacities at an upgrade (README, "Upgrading in place"). The old process
+// hands its per-server counts to the new one, which counts them against the
+// caps until each of those connections ends; the old process takes no new
+// slot from then on, so the two together never open more than a server's
+// maxConn.
+
+// CapacityExport is one capped service's per-server counts at a handover.
+type CapacityExport struct {
+	Service string
+	Servers []CapacityCount
+}
+
+// CapacityCount is a server's connections counted in the old process
+// (its own, and any it inherited in turn).
+type CapacityCount struct {
+	Address string
+	Open    int
+}
+
+// lendBack tells the new process that one of s's connections counted in
+// the export ended (cp.mu held).
+func (cp *capacity) lendBack(s *capServer) {
+	if j, ok := cp.lentIdx[s]; ok {
+		cp.released(cp.exported, j)
+	}
+}
+
+// ExportCapacities hands every capped service over: it returns their
+// counts, and from now on this process takes no new slot; each slot freed
+// with nobody waiting here is reported with released(export, server), the
+// indexes in what it returned. UnexportCapacities undoes it.
+func (s *State) ExportCapacities(released func(export, server int)) []CapacityExport {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.capacities))
+	for n := range s.capacities {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	cps := make([]*capacity, len(names))
+	for i, n := range names {
+		cps[i] = s.capacities[n]
+	}
+	s.mu.Unlock()
+	var out []CapacityExport
+	for i, cp := range cps {
+		cp.mu.Lock()
+		ex := CapacityExport{Service: names[i]}
+		cp.lentIdx = map[*capServer]int{}
+		for _, sv := range append(cp.servers, cp.retired...) {
+			if n := sv.open + sv.inherited; n > 0 {
+				cp.lentIdx[sv] = len(ex.Servers)
+				ex.Servers = append(ex.Servers, CapacityCount{Address: sv.srv.address, Open: n})
+			}
+		}
+		cp.released, cp.exported = released, len(out)
+		cp.mu.Unlock()
+		out = append(out, ex)
+	}
+	return out
+}
+
+// UnexportCapacities makes this process the one that takes slots again
+// (the upgrade failed), and serves its queues.
+func (s *State) UnexportCapacities() {
+	for _, cp := range s.allCapacities() {
+		cp.mu.Lock()
+		cp.released, cp.lentIdx = nil, nil
+		cp.dispatchLocked()
+		cp.mu.Unlock()
+	}
+}
+
+// InheritedSlots is what a new process counts for its predecessor's
+// connections: per export and server, the capacity slot and how many are
+// still open there.
+type InheritedSlots struct {
+	mu    sync.Mutex
+	cps   []*capacity
+	slots [][]*capServer // nil: no such service or server here
+	left  [][]int
+}
+
+// ImportCapacities counts the old process's connections in this process's
+// capacities of the same services and server addresses (a service or
+// server this configuration does not cap counts nothing) until Release or
+// ReleaseAll. It returns them and how many it counted.
+func (s *State) ImportCapacities(exs []CapacityExport) (*InheritedSlots, int) {
+	in := &InheritedSlots{}
+	counted := 0
+	for _, ex := range exs {
+		s.mu.Lock()
+		cp := s.capacities[ex.Service]
+		s.mu.Unlock()
+		in.cps = append(in.cps, cp)
+		slots := make([]*capServer, len(ex.Servers))
+		left := make([]int, len(ex.Servers))
+		if cp != nil {
+			cp.mu.Lock()
+			for j, c := range ex.Servers {
+				for _, sv := range cp.servers {
+					if sv.srv.address == c.Address && c.Open > 0 {
+						sv.inherited += c.Open
+						slots[j], left[j] = sv, c.Open
+						counted += c.Open
+						break
+					}
+				}
+			}
+			cp.mu.Unlock()
+		}
+		in.slots, in.left = append(in.slots, slots), append(in.left, left)
+	}
+	return in, counted
+}
+
+// Release frees one inherited connection of server j of export i: a slot
+// for the connections waiting here, or, when this process has handed over
+// in turn, one lent back to its own successor. It reports false for
+// indexes it does not know or a server with none left (nothing is freed).
+func (in *InheritedSlots) Release(i, j int) bool {
+	in.mu.Lock()
+	if i < 0 || i >= len(in.slots) || j < 0 || j >= len(in.slots[i]) || in.slots[i][j] == nil || in.left[i][j] == 0 {
+		in.mu.Unlock()
+		return false
+	}
+	in.left[i][j]--
+	cp, sv := in.cps[i], in.slots[i][j]
+	in.mu.Unlock()
+	cp.mu.Lock()
+	sv.inherited--
+	if cp.released != nil {
+		cp.lendBack(sv)
+	}
+	cp.dispatchLocked()
+	cp.mu.Unlock()
+	return true
+}
+
+// ReleaseAll frees every inherited connection still counted (the old
+// process is gone: its connections ended with it).
+func (in *InheritedSlots) ReleaseAll() {
+	for i := range in.slots {
+		for j := range in.slots[i] {
+			for in.Release(i, j) {
+			}
+		}
+	}
 }

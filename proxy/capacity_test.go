@@ -300,3 +300,76 @@ func TestTerminatedConnectionsQueue(t *testing.T) {
 	capped(1, 300*time.Millisecond)
 	queueTimesOut(t, s, "tls", dial)
 }
+
+// At an upgrade's handover the old process's per-server counts go to the
+// new process, which counts them against the caps until the old process
+// releases them; the old process takes no new slot, and passes a slot its
+// connections free to the next connection waiting there before lending it
+// back. Two servers (two processes' States) and one backend capped at 2.
+func TestCapacitiesHandedOver(t *testing.T) {
+	be := startBackend(t, "B")
+	old, next := newTestServer(t, "tcp"), newTestServer(t, "tcp")
+	for _, s := range []*Server{old, next} {
+		apply(s, "file", cappedConfig(be.addr(), 2, 4, 10*time.Second))
+	}
+	capOf := func(s *Server) CapacityState { return *s.State().Capacity("s@file") }
+	var held []net.Conn
+	defer func() { closeAll(held) }()
+	for i := range 2 {
+		c := dialSrc(t, fmt.Sprintf("127.0.3.%d", i+1), old.addr("tcp"))
+		held = append(held, c)
+		if !greeted(c, 2*time.Second) {
+			t.Fatalf("connection %d not served by the old process", i+1)
+		}
+	}
+	var lentBack atomic.Int32
+	exs := old.State().ExportCapacities(func(i, j int) {
+		if i == 0 && j == 0 {
+			lentBack.Add(1)
+		}
+	})
+	if len(exs) != 1 || exs[0].Service != "s@file" || len(exs[0].Servers) != 1 || exs[0].Servers[0].Open != 2 {
+		t.Fatalf("export %+v, want s@file with 2 open on one server", exs)
+	}
+	in, counted := next.State().ImportCapacities(exs)
+	if counted != 2 || capOf(next).Servers[0].Inherited != 2 {
+		t.Fatalf("imported %d, state %+v; want 2 inherited", counted, capOf(next))
+	}
+
+	// The new process is at the cap: a connection waits.
+	fresh := dialSrc(t, "127.0.3.10", next.addr("tcp"))
+	defer fresh.Close()
+	waitFor(t, "the new process's connection queued", func() bool { return capOf(next).Queued == 1 })
+	// The old process takes no new slot: a late connection there waits too.
+	late := dialSrc(t, "127.0.3.11", old.addr("tcp"))
+	defer late.Close()
+	waitFor(t, "the old process's late connection queued", func() bool { return capOf(old).Queued == 1 })
+	if greeted(fresh, 100*time.Millisecond) || greeted(late, 10*time.Millisecond) {
+		t.Fatal("a connection over the cap of the two processes together was served")
+	}
+	// An old connection ends: its slot goes to the old process's waiting one.
+	held[0].Close()
+	if !greeted(late, 2*time.Second) {
+		t.Fatal("the old process's waiting connection did not get the slot its own connection freed")
+	}
+	if n := lentBack.Load(); n != 0 {
+		t.Fatalf("%d slots lent back while a connection waited in the old process", n)
+	}
+	// Another ends with nobody waiting there: the slot is lent back, and the
+	// new process's release serves its waiting connection.
+	held[1].Close()
+	waitFor(t, "the slot lent back", func() bool { return lentBack.Load() == 1 })
+	if !in.Release(0, 0) {
+		t.Fatal("Release of an inherited connection found none")
+	}
+	if !greeted(fresh, 2*time.Second) {
+		t.Fatal("the new process's waiting connection was not served once a slot came back")
+	}
+	in.ReleaseAll() // the old process is gone: its last connection counts no more
+	if st := capOf(next); st.Servers[0].Inherited != 0 || st.Servers[0].Open != 1 {
+		t.Fatalf("after ReleaseAll: %+v, want 1 open, none inherited", st)
+	}
+	if in.Release(0, 0) || in.Release(3, 0) {
+		t.Fatal("Release freed a connection that was not counted")
+	}
+}

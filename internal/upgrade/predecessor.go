@@ -33,6 +33,8 @@ type Predecessor struct {
 	w    *bufio.Writer
 	wmu  sync.Mutex // w: Run's grants and relayed ones
 	st   *Stats
+	// ready is what this process said it reads (Ready).
+	ready Ready
 
 	mu          sync.Mutex
 	limiters    []*inflightconn.Limiter
@@ -40,6 +42,12 @@ type Predecessor struct {
 	done        chan struct{}
 	sayBye      bool // the old process said bye before the channel ended
 	ended       bool // Run released what was left: nothing more is counted
+
+	// The capped servers' counts (ImportCaps): a release of server j of
+	// service i, and the release of all that is left when the old process
+	// is gone.
+	capRelease    func(i, j int) bool
+	capReleaseAll func()
 }
 
 // Inherit takes the state channel on descriptor fd (TakeEnv) and reads the
@@ -84,10 +92,12 @@ func (p *Predecessor) Fail(err error) {
 	p.conn.Close()
 }
 
-// Ready tells the old process this one is ready.
+// Ready tells the old process this one is ready, and which snapshot
+// sections it reads.
 func (p *Predecessor) Ready(r Ready) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	p.ready = r
 	return writeJSON(p.w, msgReady, r)
 }
 
@@ -107,7 +117,9 @@ func (p *Predecessor) WaitSnapshot(timeout time.Duration) (Snapshot, error) {
 	if typ != msgSnapshot {
 		return Snapshot{}, fmt.Errorf("state channel: %w: type %d where the snapshot was expected", errFrame, typ)
 	}
-	return decodeSnapshot(b, p.Hello.RateLimits)
+	// A section comes when the old process sends it and this one said it
+	// reads it.
+	return decodeSnapshot(b, p.Hello.RateLimits && p.ready.RateLimits, p.Hello.Capacities && p.ready.Capacities)
 }
 
 // Import puts the snapshot's counts in the registry's limiters and
@@ -150,6 +162,16 @@ func (p *Predecessor) ImportRates(reg *ratelimit.Registry, rates []ratelimit.Exp
 	p.st.Received.RateKeys.Store(keys)
 }
 
+// ImportCaps takes what counts the old process's capped-server
+// connections here (the snapshot's Caps, imported by the caller): release
+// frees one of server j of service i, and reports false for one not
+// counted; releaseAll frees what is left once the old process is gone.
+func (p *Predecessor) ImportCaps(release func(i, j int) bool, releaseAll func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.capRelease, p.capReleaseAll = release, releaseAll
+}
+
 // Started tells the old process this one accepts.
 func (p *Predecessor) Started(pid int) error {
 	p.wmu.Lock()
@@ -179,8 +201,12 @@ func (p *Predecessor) Run() error {
 			delete(out, k)
 		}
 	}
-	bye := p.sayBye
+	bye, capsLeft := p.sayBye, p.capReleaseAll
+	p.capRelease, p.capReleaseAll = nil, nil
 	p.mu.Unlock()
+	if capsLeft != nil {
+		capsLeft()
+	}
 	p.st.Outstanding.Store(0)
 	p.st.ReleasedAtEnd.Add(left)
 	if !bye {
@@ -234,6 +260,10 @@ func (p *Predecessor) serve() error {
 					_ = p.w.Flush()
 				}
 			}()
+		case msgCapReleases:
+			if err := decodeCapReleases(b, p.releaseCap); err != nil {
+				return err
+			}
 		case msgBye:
 			p.mu.Lock()
 			p.sayBye = true
@@ -265,6 +295,21 @@ func (p *Predecessor) release(m release) error {
 	}
 	p.st.Outstanding.Add(-1)
 	p.limiters[m.idx].ReleaseLocal(m.key) // the old process releases its own count in a shared store
+	return nil
+}
+
+// releaseCap frees one of the old process's connections to a capped server.
+func (p *Predecessor) releaseCap(m capRelease) error {
+	p.mu.Lock()
+	release := p.capRelease
+	p.mu.Unlock()
+	if release == nil {
+		return fmt.Errorf("state channel: %w: a capacity release without capacities in the snapshot", errFrame)
+	}
+	p.st.CapReleasesReceived.Add(1)
+	if !release(int(m.svc), int(m.srv)) {
+		p.st.ReleasesUnmatched.Add(1) // never free what the old process did not count here
+	}
 	return nil
 }
 

@@ -2,9 +2,10 @@
 // "Upgrading in place"): the old process starts the new one from the same
 // command line with its listening sockets and a state channel (a
 // socketpair), waits until it is ready, stops accepting, hands over every
-// inFlightConn limiter's counts and every rateLimit limiter's buckets, and
-// forwards the release of each of its connections as it ends, so that the
-// per-client limits stay one budget across both processes. It also speaks
+// inFlightConn limiter's counts, every rateLimit limiter's buckets and every
+// capped server's count, and forwards the release of each of its
+// connections as it ends, so that the per-client limits and the servers'
+// maxConn stay one budget across both processes. It also speaks
 // systemd's notify protocol.
 //
 // The process side (what to hand over, when to stop accepting) is main.go's;
@@ -33,6 +34,10 @@ type Stats struct {
 	ReleasedAtEnd     atomic.Int64 // released when the channel ended (the predecessor was gone)
 	PredecessorDone   atomic.Bool
 	PredecessorLost   atomic.Bool // its channel ended without a bye (killed, crashed)
+	// The predecessor's connections to capped servers: counted here at
+	// the import, and the releases received since.
+	CapConnections      atomic.Int64
+	CapReleasesReceived atomic.Int64
 
 	// Sent: what this process handed to its successor.
 	Sent              Counts
@@ -40,6 +45,10 @@ type Stats struct {
 	AcquiresAsked     atomic.Int64
 	AcquiresGranted   atomic.Int64
 	SuccessorPID      atomic.Int64
+	// This process's connections to capped servers handed over, and the
+	// releases forwarded since.
+	CapConnectionsSent   atomic.Int64
+	CapReleasesForwarded atomic.Int64
 
 	Attempts  atomic.Int64
 	Failures  atomic.Int64
@@ -81,6 +90,10 @@ type ReceivedView struct {
 	ReleasedAtEnd     int64 `json:"releasedAtEnd"`
 	PredecessorDone   bool  `json:"predecessorDone"`
 	PredecessorLost   bool  `json:"predecessorLost"`
+	// The predecessor's connections to servers with a maxConn, counted
+	// against the caps here, and the releases of them received.
+	CapConnections      int64 `json:"capConnections"`
+	CapReleasesReceived int64 `json:"capReleasesReceived"`
 }
 
 // SentView is what this process handed to its successor.
@@ -89,6 +102,10 @@ type SentView struct {
 	ReleasesForwarded int64 `json:"releasesForwarded"`
 	AcquiresAsked     int64 `json:"acquiresAsked"`
 	AcquiresGranted   int64 `json:"acquiresGranted"`
+	// This process's connections to servers with a maxConn that the
+	// successor counts, and the releases of them forwarded.
+	CapConnections       int64 `json:"capConnections"`
+	CapReleasesForwarded int64 `json:"capReleasesForwarded"`
 }
 
 // CountsView is a snapshot's size.
@@ -123,11 +140,13 @@ func (s *Stats) View(pid int, state string) View {
 		v.Received = &ReceivedView{CountsView: s.Received.view(), ReleasesReceived: s.ReleasesReceived.Load(),
 			ReleasesUnmatched: s.ReleasesUnmatched.Load(), AcquiresAnswered: s.AcquiresAnswered.Load(),
 			Outstanding: s.Outstanding.Load(), ReleasedAtEnd: s.ReleasedAtEnd.Load(),
-			PredecessorDone: s.PredecessorDone.Load(), PredecessorLost: s.PredecessorLost.Load()}
+			PredecessorDone: s.PredecessorDone.Load(), PredecessorLost: s.PredecessorLost.Load(),
+			CapConnections: s.CapConnections.Load(), CapReleasesReceived: s.CapReleasesReceived.Load()}
 	}
 	if v.SuccessorPID != 0 {
 		v.Sent = &SentView{CountsView: s.Sent.view(), ReleasesForwarded: s.ReleasesForwarded.Load(),
-			AcquiresAsked: s.AcquiresAsked.Load(), AcquiresGranted: s.AcquiresGranted.Load()}
+			AcquiresAsked: s.AcquiresAsked.Load(), AcquiresGranted: s.AcquiresGranted.Load(),
+			CapConnections: s.CapConnectionsSent.Load(), CapReleasesForwarded: s.CapReleasesForwarded.Load()}
 	}
 	return v
 }

@@ -98,6 +98,7 @@ type Successor struct {
 	queue    []byte // releases, encoded, waiting for the writer
 	nqueued  int
 	acq      []byte // acquires, encoded
+	caps     []byte // capacity releases, encoded
 	pending  map[uint32]func(bool)
 	seq      uint32
 	writing  bool // the snapshot is sent: the writer runs
@@ -246,6 +247,20 @@ func (s *Successor) release(m release) {
 	s.kick()
 }
 
+// CapRelease tells the new process that one of this process's connections
+// to server srv of capped service svc (indexes in the snapshot's Caps)
+// ended, in order after the snapshot.
+func (s *Successor) CapRelease(svc, srv int) {
+	s.mu.Lock()
+	if s.dead {
+		s.mu.Unlock()
+		return
+	}
+	s.caps = appendCapRelease(s.caps, capRelease{uint16(svc), uint16(srv)})
+	s.mu.Unlock()
+	s.kick()
+}
+
 func (s *Successor) acquire(idx uint16, k netip.Addr, done func(bool)) {
 	s.mu.Lock()
 	if s.dead {
@@ -355,7 +370,7 @@ func (s *Successor) markDead() {
 	s.dead = true
 	pending := s.pending
 	s.pending = map[uint32]func(bool){}
-	s.queue, s.acq = nil, nil
+	s.queue, s.acq, s.caps = nil, nil, nil
 	s.mu.Unlock()
 	s.kick() // the writer ends
 	for _, done := range pending {
@@ -370,8 +385,8 @@ func (s *Successor) write() {
 	for {
 		<-s.wake
 		s.mu.Lock()
-		rel, n, acq, closing, dead := s.queue, s.nqueued, s.acq, s.closing, s.dead
-		s.queue, s.nqueued, s.acq = nil, 0, nil
+		rel, n, acq, caps, closing, dead := s.queue, s.nqueued, s.acq, s.caps, s.closing, s.dead
+		s.queue, s.nqueued, s.acq, s.caps = nil, 0, nil, nil
 		s.mu.Unlock()
 		if dead {
 			return
@@ -380,6 +395,10 @@ func (s *Successor) write() {
 		if err == nil {
 			s.st.ReleasesForwarded.Add(int64(n))
 			err = s.writeBatches(msgAcquires, acq)
+		}
+		if err == nil {
+			err = s.writeBatches(msgCapReleases, caps)
+			s.st.CapReleasesForwarded.Add(int64(len(caps) / 4))
 		}
 		if err == nil && closing {
 			err = writeFrame(s.w, msgBye, nil)
@@ -416,9 +435,14 @@ func (s *Successor) writeBatches(typ byte, b []byte) error {
 func recordEnd(typ byte, b []byte, limit int) int {
 	pos := 0
 	for pos < len(b) {
-		size := 2 + 1 + int(b[pos+2]) // release: idx, key length, key
-		if typ == msgAcquires {
+		var size int
+		switch typ {
+		case msgAcquires:
 			size = 4 + 2 + 1 + int(b[pos+6])
+		case msgCapReleases:
+			size = 4 // service, server
+		default:
+			size = 2 + 1 + int(b[pos+2]) // release: idx, key length, key
 		}
 		if pos+size > limit {
 			break

@@ -31,6 +31,7 @@ import (
 //	old -> new  acquires  binary batch: (seq, limiter, key) of connections asking for a slot
 //	new -> old  grants    binary batch: (seq, ok)
 //	old -> new  bye       empty: every release was sent; the old process exits
+//	old -> new  caps      binary batch: (service, server) of capped-server connections that ended
 const (
 	msgHello byte = iota + 1
 	msgReady
@@ -41,6 +42,7 @@ const (
 	msgAcquires
 	msgGrants
 	msgBye
+	msgCapReleases
 )
 
 // Version is the state channel's protocol version, in Hello.
@@ -85,6 +87,9 @@ type Hello struct {
 	// RateLimits: the old process sends the rateLimit buckets in the
 	// snapshot to a new process that reads them (Ready.RateLimits).
 	RateLimits bool `json:"rateLimits,omitempty"`
+	// Capacities: the old process sends its capped servers' counts, and
+	// their releases, to a new process that reads them (Ready.Capacities).
+	Capacities bool `json:"capacities,omitempty"`
 }
 
 // Ready is the new process's "configuration applied, not accepting".
@@ -97,6 +102,9 @@ type Ready struct {
 	// (Snapshot.WithRates). Absent from a tollgate from before they were
 	// handed over, which gets a snapshot without them.
 	RateLimits bool `json:"rateLimits,omitempty"`
+	// Capacities: this process reads the capped servers' counts and their
+	// releases (Snapshot.WithCaps, the caps message).
+	Capacities bool `json:"capacities,omitempty"`
 }
 
 // Started is the new process's "accepting".
@@ -282,6 +290,29 @@ type Snapshot struct {
 	// it only from an old process that sends it (Hello.RateLimits).
 	WithRates bool
 	Rates     []ratelimit.Export
+	// WithCaps: the payload carries the capacities section (after the
+	// rates section, if any), under the same rule (Hello.Capacities,
+	// Ready.Capacities).
+	WithCaps bool
+	Caps     []CapExport
+}
+
+// CapExport is one capped service's per-server counts in the old process.
+type CapExport struct {
+	Service string
+	Servers []CapCount
+}
+
+// CapCount is one server's connections counted in the old process.
+type CapCount struct {
+	Address string
+	Open    uint32
+}
+
+// capRelease is a connection of the old process to a capped server that
+// ended: the service's and the server's indexes in the snapshot.
+type capRelease struct {
+	svc, srv uint16
 }
 
 // encodeSnapshot is the snapshot payload:
@@ -295,10 +326,15 @@ type Snapshot struct {
 //	u16 rate limiters, then per limiter: u16 name length, name, u8
 //	ipv6Subnet bits, u64 emission interval (ns), u64 admitted, u64
 //	rejected, u32 keys, then per key: key, u64 ns ahead.
+//
+// With caps, the last section:
+//
+//	u16 services, then per service: u16 name length, name, u16 servers,
+//	then per server: u16 address length, address, u32 connections (> 0).
 func encodeSnapshot(snap Snapshot) ([]byte, error) {
 	exs := snap.Limiters
-	if len(exs) > math.MaxUint16 || len(snap.Rates) > math.MaxUint16 {
-		return nil, fmt.Errorf("%d limiters and %d rate limiters: more than a snapshot holds", len(exs), len(snap.Rates))
+	if len(exs) > math.MaxUint16 || len(snap.Rates) > math.MaxUint16 || len(snap.Caps) > math.MaxUint16 {
+		return nil, fmt.Errorf("%d limiters, %d rate limiters and %d capped services: more than a snapshot holds", len(exs), len(snap.Rates), len(snap.Caps))
 	}
 	b := binary.BigEndian.AppendUint16(nil, uint16(len(exs)))
 	for _, ex := range exs {
@@ -318,11 +354,35 @@ func encodeSnapshot(snap Snapshot) ([]byte, error) {
 			b = binary.BigEndian.AppendUint64(b, uint64(kc.Count))
 		}
 	}
-	if !snap.WithRates {
+	if snap.WithRates {
+		var err error
+		if b, err = appendRates(b, snap.Rates); err != nil {
+			return nil, err
+		}
+	}
+	if !snap.WithCaps {
 		return b, nil
 	}
-	b = binary.BigEndian.AppendUint16(b, uint16(len(snap.Rates)))
-	for _, ex := range snap.Rates {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(snap.Caps)))
+	for _, ex := range snap.Caps {
+		if len(ex.Service) > maxName || len(ex.Servers) > math.MaxUint16 {
+			return nil, fmt.Errorf("capped service %.40q: name or servers too long for a snapshot", ex.Service)
+		}
+		b = binary.BigEndian.AppendUint16(appendName(b, ex.Service), uint16(len(ex.Servers)))
+		for _, c := range ex.Servers {
+			if len(c.Address) > maxName {
+				return nil, fmt.Errorf("capped server %.40q: address too long for a snapshot", c.Address)
+			}
+			b = binary.BigEndian.AppendUint32(appendName(b, c.Address), c.Open)
+		}
+	}
+	return b, nil
+}
+
+// appendRates appends the rates section.
+func appendRates(b []byte, rates []ratelimit.Export) ([]byte, error) {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(rates)))
+	for _, ex := range rates {
 		if len(ex.Name) > maxName || len(ex.Keys) > math.MaxUint32 {
 			return nil, fmt.Errorf("rate limiter %.40q: name or keys too long for a snapshot", ex.Name)
 		}
@@ -355,12 +415,13 @@ func appendTotals(b []byte, admitted, rejected uint64, keys int) []byte {
 const maxAhead = math.MaxInt64 / 4
 
 // decodeSnapshot parses a snapshot payload, with the rates section when
-// withRates (the old process said it sends one: Hello.RateLimits). Every
+// withRates (the old process said it sends one: Hello.RateLimits) and the
+// capacities section when withCaps (Hello.Capacities). Every
 // value is checked: a negative amount or count, a subnet past 128 bits, a
 // debt that is not positive or past maxAhead, debts without an interval, a
 // missing section or trailing bytes make the whole snapshot an error (the
 // upgrade then fails: nothing is imported half).
-func decodeSnapshot(b []byte, withRates bool) (Snapshot, error) {
+func decodeSnapshot(b []byte, withRates, withCaps bool) (Snapshot, error) {
 	r := &reader{b: b}
 	n := int(r.u16())
 	var snap Snapshot
@@ -422,6 +483,26 @@ func decodeSnapshot(b []byte, withRates bool) (Snapshot, error) {
 			snap.Rates = append(snap.Rates, ex)
 		}
 	}
+	if r.err == nil && withCaps {
+		snap.WithCaps = true
+		n := int(r.u16())
+		snap.Caps = make([]CapExport, 0, min(n, len(r.b)/4))
+		for i := 0; i < n && r.err == nil; i++ {
+			ex := CapExport{Service: r.name()}
+			m := int(r.u16())
+			if r.err == nil && (ex.Service == "" || m > len(r.b)/6) {
+				r.err = errFrame
+			}
+			for j := 0; j < m && r.err == nil; j++ {
+				c := CapCount{Address: r.name(), Open: r.u32()}
+				if r.err == nil && (c.Address == "" || c.Open == 0) {
+					r.err = errFrame
+				}
+				ex.Servers = append(ex.Servers, c)
+			}
+			snap.Caps = append(snap.Caps, ex)
+		}
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = errFrame
 	}
@@ -447,6 +528,26 @@ func decodeReleases(b []byte, f func(release) error) error {
 	}
 	if r.err != nil {
 		return fmt.Errorf("%w: releases", errFrame)
+	}
+	return nil
+}
+
+func appendCapRelease(b []byte, m capRelease) []byte {
+	return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(b, m.svc), m.srv)
+}
+
+func decodeCapReleases(b []byte, f func(capRelease) error) error {
+	r := &reader{b: b}
+	for len(r.b) > 0 && r.err == nil {
+		m := capRelease{svc: r.u16(), srv: r.u16()}
+		if r.err == nil {
+			if err := f(m); err != nil {
+				return err
+			}
+		}
+	}
+	if r.err != nil {
+		return fmt.Errorf("%w: capacity releases", errFrame)
 	}
 	return nil
 }

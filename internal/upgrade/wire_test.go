@@ -28,40 +28,50 @@ func sampleSnapshot() Snapshot {
 				{Key: netip.MustParseAddr("127.0.0.2"), Ahead: 120 * time.Millisecond}, {Key: netip.MustParseAddr("2001:db8::"), Ahead: time.Nanosecond}}},
 			{Name: "off@docker", V6Bits: 48, Keys: []ratelimit.KeyDebt{}},
 		},
+		WithCaps: true,
+		Caps: []CapExport{
+			{Service: "pg@file", Servers: []CapCount{{Address: "10.0.0.5:5432", Open: 90}, {Address: "db:5432", Open: 1}}},
+			{Service: "idle@docker"},
+		},
 	}
 }
 
 func TestSnapshotRoundTrip(t *testing.T) {
-	for _, withRates := range []bool{true, false} {
+	for _, form := range []struct{ rates, caps bool }{{true, true}, {true, false}, {false, true}, {false, false}} {
 		in := sampleSnapshot()
-		if !withRates {
+		if !form.rates {
 			in.WithRates, in.Rates = false, nil
+		}
+		if !form.caps {
+			in.WithCaps, in.Caps = false, nil
 		}
 		b, err := encodeSnapshot(in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := decodeSnapshot(b, withRates)
+		out, err := decodeSnapshot(b, form.rates, form.caps)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(in, out) {
-			t.Fatalf("round trip (rates %v):\n got %+v\nwant %+v", withRates, out, in)
+			t.Fatalf("round trip (%+v):\n got %+v\nwant %+v", form, out, in)
 		}
 		// Every truncation is an error, never a shorter snapshot.
 		for n := 0; n < len(b); n++ {
-			if _, err := decodeSnapshot(b[:n], withRates); err == nil {
-				t.Fatalf("a snapshot cut at %d of %d bytes decoded (rates %v)", n, len(b), withRates)
+			if _, err := decodeSnapshot(b[:n], form.rates, form.caps); err == nil {
+				t.Fatalf("a snapshot cut at %d of %d bytes decoded (%+v)", n, len(b), form)
 			}
 		}
-		if _, err := decodeSnapshot(append(b, 0), withRates); err == nil {
+		if _, err := decodeSnapshot(append(b, 0), form.rates, form.caps); err == nil {
 			t.Fatal("trailing bytes decoded")
 		}
 		// The sections must be what the old process said it sends: a
-		// snapshot with rates read as one without has trailing bytes, one
-		// without read as one with is cut short.
-		if _, err := decodeSnapshot(b, !withRates); err == nil {
-			t.Fatalf("a snapshot with rates %v decoded as one with rates %v", withRates, !withRates)
+		// snapshot with a section read as one without has trailing bytes,
+		// one without read as one with is cut short.
+		for _, other := range []struct{ rates, caps bool }{{!form.rates, form.caps}, {form.rates, !form.caps}} {
+			if _, err := decodeSnapshot(b, other.rates, other.caps); err == nil {
+				t.Fatalf("a snapshot of form %+v decoded as %+v", form, other)
+			}
 		}
 	}
 }
@@ -72,24 +82,27 @@ func TestSnapshotRoundTrip(t *testing.T) {
 func TestSnapshotRefusesBadValues(t *testing.T) {
 	k := netip.MustParseAddr("10.0.0.1")
 	for name, snap := range map[string]Snapshot{
-		"negative count":      {Limiters: []inflightconn.Export{{Name: "m", Amount: 1, Keys: []inflightconn.KeyCount{{Key: k, Count: -1}}}}},
-		"zero count":          {Limiters: []inflightconn.Export{{Name: "m", Amount: 1, Keys: []inflightconn.KeyCount{{Key: k, Count: 0}}}}},
-		"negative amount":     {Limiters: []inflightconn.Export{{Name: "m", Amount: -3}}},
-		"no name":             {Limiters: []inflightconn.Export{{Name: "", Amount: 1}}},
-		"subnet 129":          {Limiters: []inflightconn.Export{{Name: "m", Amount: 1, V6Bits: 129}}},
-		"rate without name":   {WithRates: true, Rates: []ratelimit.Export{{Interval: time.Second}}},
-		"rate subnet 129":     {WithRates: true, Rates: []ratelimit.Export{{Name: "r", V6Bits: 129, Interval: time.Second}}},
-		"debt without a rate": {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Keys: []ratelimit.KeyDebt{{Key: k, Ahead: time.Second}}}}},
-		"zero debt":           {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Interval: time.Second, Keys: []ratelimit.KeyDebt{{Key: k}}}}},
-		"negative debt":       {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Interval: time.Second, Keys: []ratelimit.KeyDebt{{Key: k, Ahead: -time.Second}}}}},
-		"negative interval":   {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Interval: -time.Second}}},
-		"debt of a century":   {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Interval: time.Second, Keys: []ratelimit.KeyDebt{{Key: k, Ahead: time.Duration(math.MaxInt64)}}}}},
+		"negative count":         {Limiters: []inflightconn.Export{{Name: "m", Amount: 1, Keys: []inflightconn.KeyCount{{Key: k, Count: -1}}}}},
+		"zero count":             {Limiters: []inflightconn.Export{{Name: "m", Amount: 1, Keys: []inflightconn.KeyCount{{Key: k, Count: 0}}}}},
+		"negative amount":        {Limiters: []inflightconn.Export{{Name: "m", Amount: -3}}},
+		"no name":                {Limiters: []inflightconn.Export{{Name: "", Amount: 1}}},
+		"subnet 129":             {Limiters: []inflightconn.Export{{Name: "m", Amount: 1, V6Bits: 129}}},
+		"rate without name":      {WithRates: true, Rates: []ratelimit.Export{{Interval: time.Second}}},
+		"rate subnet 129":        {WithRates: true, Rates: []ratelimit.Export{{Name: "r", V6Bits: 129, Interval: time.Second}}},
+		"debt without a rate":    {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Keys: []ratelimit.KeyDebt{{Key: k, Ahead: time.Second}}}}},
+		"zero debt":              {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Interval: time.Second, Keys: []ratelimit.KeyDebt{{Key: k}}}}},
+		"negative debt":          {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Interval: time.Second, Keys: []ratelimit.KeyDebt{{Key: k, Ahead: -time.Second}}}}},
+		"negative interval":      {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Interval: -time.Second}}},
+		"debt of a century":      {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Interval: time.Second, Keys: []ratelimit.KeyDebt{{Key: k, Ahead: time.Duration(math.MaxInt64)}}}}},
+		"service without name":   {WithCaps: true, Caps: []CapExport{{Servers: []CapCount{{Address: "a:1", Open: 1}}}}},
+		"server without address": {WithCaps: true, Caps: []CapExport{{Service: "s", Servers: []CapCount{{Open: 1}}}}},
+		"server with none open":  {WithCaps: true, Caps: []CapExport{{Service: "s", Servers: []CapCount{{Address: "a:1"}}}}},
 	} {
 		b, err := encodeSnapshot(snap)
 		if err != nil {
 			continue
 		}
-		if _, err := decodeSnapshot(b, snap.WithRates); err == nil {
+		if _, err := decodeSnapshot(b, snap.WithRates, snap.WithCaps); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
 	}
@@ -105,7 +118,7 @@ func TestFramesAndBatches(t *testing.T) {
 	for _, f := range []struct {
 		t byte
 		b []byte
-	}{{msgReleases, rel}, {msgAcquires, acq}, {msgGrants, gr}, {msgBye, nil}} {
+	}{{msgReleases, rel}, {msgAcquires, acq}, {msgGrants, gr}, {msgCapReleases, appendCapRelease(appendCapRelease(nil, capRelease{0, 1}), capRelease{65535, 0})}, {msgBye, nil}} {
 		if err := writeFrame(w, f.t, f.b); err != nil {
 			t.Fatal(err)
 		}
@@ -129,6 +142,14 @@ func TestFramesAndBatches(t *testing.T) {
 	var grs []grant
 	if err := decodeGrants(p, func(m grant) { grs = append(grs, m) }); err != nil || !reflect.DeepEqual(grs, []grant{{77, true}, {78, false}}) {
 		t.Fatalf("grants %v %v", grs, err)
+	}
+	_, p, _ = readFrame(r)
+	var caps []capRelease
+	if err := decodeCapReleases(p, func(m capRelease) error { caps = append(caps, m); return nil }); err != nil || !reflect.DeepEqual(caps, []capRelease{{0, 1}, {65535, 0}}) {
+		t.Fatalf("capacity releases %v %v", caps, err)
+	}
+	if err := decodeCapReleases(p[:3], func(capRelease) error { return nil }); err == nil {
+		t.Fatal("a capacity release cut short decoded")
 	}
 	if typ, p, err := readFrame(r); typ != msgBye || len(p) != 0 || err != nil {
 		t.Fatal("bye", typ, p, err)
@@ -168,6 +189,7 @@ func FuzzStateChannel(f *testing.F) {
 	_ = writeFrame(w, msgReleases, appendRelease(nil, release{0, netip.MustParseAddr("127.0.0.2")}))
 	_ = writeFrame(w, msgAcquires, appendAcquire(nil, acquire{1, 0, netip.MustParseAddr("::1")}))
 	_ = writeFrame(w, msgGrants, appendGrant(nil, grant{1, true}))
+	_ = writeFrame(w, msgCapReleases, appendCapRelease(nil, capRelease{0, 0}))
 	_ = writeFrame(w, msgHello, []byte(`{"version":1,"generation":2,"pid":10,"listeners":[{"name":"db","address":":5432","fd":4}]}`))
 	_ = w.Flush()
 	f.Add(frames.Bytes())
@@ -186,6 +208,7 @@ func FuzzStateChannel(f *testing.F) {
 		fuzzPayload(t, msgReleases, data)
 		fuzzPayload(t, msgAcquires, data)
 		fuzzPayload(t, msgGrants, data)
+		fuzzPayload(t, msgCapReleases, data)
 		fuzzPayload(t, msgHello, data)
 	})
 }
@@ -193,8 +216,8 @@ func FuzzStateChannel(f *testing.F) {
 func fuzzPayload(t *testing.T, typ byte, p []byte) {
 	switch typ {
 	case msgSnapshot:
-		for _, withRates := range []bool{false, true} {
-			snap, err := decodeSnapshot(p, withRates)
+		for _, form := range []struct{ rates, caps bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			snap, err := decodeSnapshot(p, form.rates, form.caps)
 			if err != nil {
 				continue
 			}
@@ -218,14 +241,24 @@ func fuzzPayload(t *testing.T, typ byte, p []byte) {
 					t.Fatalf("decoded %+v", ex)
 				}
 			}
-			if snap.WithRates != withRates {
-				t.Fatalf("decoded rates %v, asked %v", snap.WithRates, withRates)
+			for _, ex := range snap.Caps {
+				for _, c := range ex.Servers {
+					if c.Open == 0 || c.Address == "" {
+						t.Fatalf("decoded capacity %+v", ex)
+					}
+				}
+				if ex.Service == "" {
+					t.Fatalf("decoded capacity %+v", ex)
+				}
+			}
+			if snap.WithRates != form.rates || snap.WithCaps != form.caps {
+				t.Fatalf("decoded sections rates %v caps %v, asked %+v", snap.WithRates, snap.WithCaps, form)
 			}
 			b, err := encodeSnapshot(snap)
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, err := decodeSnapshot(b, withRates)
+			again, err := decodeSnapshot(b, form.rates, form.caps)
 			if err != nil || !reflect.DeepEqual(snap, again) {
 				t.Fatalf("re-encoded snapshot differs: %v", err)
 			}
@@ -241,6 +274,8 @@ func fuzzPayload(t *testing.T, typ byte, p []byte) {
 		_ = decodeAcquires(p, func(acquire) {})
 	case msgGrants:
 		_ = decodeGrants(p, func(grant) {})
+	case msgCapReleases:
+		_ = decodeCapReleases(p, func(capRelease) error { return nil })
 	case msgHello:
 		if h, err := decodeHello(p); err == nil {
 			for _, l := range h.Listeners {
