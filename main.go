@@ -279,7 +279,7 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 			}
 			in, n := srv.State().ImportCapacities(exs)
 			stats.CapConnections.Store(int64(n))
-			pred.ImportCaps(in.Release, in.ReleaseAll)
+			pred.ImportCaps(in.Release, in.Acquire, in.ReleaseAll)
 		}
 		srv.Start()
 		serveAdmin(admin, up, log)

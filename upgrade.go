@@ -257,7 +257,11 @@ func (u *upgrader) upgrade() (upgrade.Result, error) {
 	// its own.
 	if ready.Capacities {
 		snap.WithCaps = true
-		for _, ex := range u.srv.State().ExportCapacities(succ.CapRelease) {
+		lend := &proxy.Lender{Released: succ.CapRelease, Acquired: func(i, j int) {
+			succ.CapAcquire(i, j)
+			u.stats.CapConnectionsSent.Add(1)
+		}}
+		for _, ex := range u.srv.State().ExportCapacities(lend) {
 			c := upgrade.CapExport{Service: ex.Service}
 			for _, sv := range ex.Servers {
 				c.Servers = append(c.Servers, upgrade.CapCount{Address: sv.Address, Open: uint32(sv.Open)})

@@ -43,11 +43,12 @@ type capacity struct {
 	full, expired atomic.Uint64 // refused: the queue was full / the wait timed out
 	log           ratelog.Limiter
 
-	// After an upgrade's handover (State.ExportCapacities): this process
-	// takes no new slot, and a slot its connections free goes to the next
-	// connection waiting here, or is lent back: released(exported, index of
-	// the server in the export). nil while this process is the one accepting.
-	released func(exported, server int)
+	// After an upgrade's handover (State.ExportCapacities): a slot this
+	// process's connections free goes to the next connection waiting here,
+	// or back to the new process (lend.released); a slot it takes for a
+	// connection it accepted before the handover is reported
+	// (lend.acquired). nil while this process is the one accepting.
+	lend     *Lender
 	exported int
 	lentIdx  map[*capServer]int
 }
@@ -132,15 +133,17 @@ func (s *capServer) free() bool {
 // take finds a server with a free slot, round-robin, and counts the
 // connection on it; nil when every server is at its cap or down.
 func (cp *capacity) take() *capServer {
-	if cp.released != nil {
-		return nil // handed over: the new process has the budget
-	}
 	n := len(cp.servers)
 	for i := 0; i < n; i++ {
 		s := cp.servers[(cp.next+i)%n]
 		if s.free() {
 			cp.next = (cp.next + i + 1) % n
 			s.open++
+			if cp.lend != nil { // handed over: the new process counts it too
+				if j, ok := cp.lentIdx[s]; ok {
+					cp.lend.Acquired(cp.exported, j)
+				}
+			}
 			return s
 		}
 	}
@@ -183,7 +186,7 @@ func (cp *capacity) leave(w waiter) bool {
 // waiting, in order.
 func (cp *capacity) release(s *capServer) {
 	cp.mu.Lock()
-	if cp.released != nil {
+	if cp.lend != nil {
 		if len(cp.queue) > 0 {
 			// Handed over: the slot passes to the next connection waiting here.
 			w := cp.queue[0]
@@ -344,9 +347,13 @@ func (s *State) capacity(service string) *capacity {
 
 // Capacities at an upgrade (README, "Upgrading in place"). The old process
 // hands its per-server counts to the new one, which counts them against the
-// caps until each of those connections ends; the old process takes no new
-// slot from then on, so the two together never open more than a server's
-// maxConn.
+// caps until each of those connections ends. From then on the old process
+// passes a slot its connections free to its own queue first, and reports
+// every change of its count (a connection that ended with nobody waiting,
+// a slot taken for a connection it accepted before the handover), so the
+// new process always counts both processes' connections. The one overshoot
+// left: a connection the old process routes after the handover takes a
+// slot by the old process's own count.
 
 // CapacityExport is one capped service's per-server counts at a handover.
 type CapacityExport struct {
@@ -365,15 +372,25 @@ type CapacityCount struct {
 // the export ended (cp.mu held).
 func (cp *capacity) lendBack(s *capServer) {
 	if j, ok := cp.lentIdx[s]; ok {
-		cp.released(cp.exported, j)
+		cp.lend.Released(cp.exported, j)
 	}
 }
 
+// Lender is where a handed-over process reports what changes its count of
+// server j of export i: a connection that ended (Released), one it opened
+// (Acquired). Both are called with the capacity's lock held and must not
+// block.
+type Lender struct {
+	Released, Acquired func(i, j int)
+}
+
 // ExportCapacities hands every capped service over: it returns their
-// counts, and from now on this process takes no new slot; each slot freed
-// with nobody waiting here is reported with released(export, server), the
-// indexes in what it returned. UnexportCapacities undoes it.
-func (s *State) ExportCapacities(released func(export, server int)) []CapacityExport {
+// counts (every server, none left out, so that the indexes cover each),
+// and from now on each slot freed with nobody waiting here is reported to
+// lend.Released, and each slot taken (for a connection accepted before the
+// handover and routed after it) to lend.Acquired, with the indexes in what
+// it returned. UnexportCapacities undoes it.
+func (s *State) ExportCapacities(lend *Lender) []CapacityExport {
 	s.mu.Lock()
 	names := make([]string, 0, len(s.capacities))
 	for n := range s.capacities {
@@ -391,12 +408,10 @@ func (s *State) ExportCapacities(released func(export, server int)) []CapacityEx
 		ex := CapacityExport{Service: names[i]}
 		cp.lentIdx = map[*capServer]int{}
 		for _, sv := range append(cp.servers, cp.retired...) {
-			if n := sv.open + sv.inherited; n > 0 {
-				cp.lentIdx[sv] = len(ex.Servers)
-				ex.Servers = append(ex.Servers, CapacityCount{Address: sv.srv.address, Open: n})
-			}
+			cp.lentIdx[sv] = len(ex.Servers)
+			ex.Servers = append(ex.Servers, CapacityCount{Address: sv.srv.address, Open: sv.open + sv.inherited})
 		}
-		cp.released, cp.exported = released, len(out)
+		cp.lend, cp.exported = lend, len(out)
 		cp.mu.Unlock()
 		out = append(out, ex)
 	}
@@ -408,7 +423,7 @@ func (s *State) ExportCapacities(released func(export, server int)) []CapacityEx
 func (s *State) UnexportCapacities() {
 	for _, cp := range s.allCapacities() {
 		cp.mu.Lock()
-		cp.released, cp.lentIdx = nil, nil
+		cp.lend, cp.lentIdx = nil, nil
 		cp.dispatchLocked()
 		cp.mu.Unlock()
 	}
@@ -442,7 +457,7 @@ func (s *State) ImportCapacities(exs []CapacityExport) (*InheritedSlots, int) {
 			cp.mu.Lock()
 			for j, c := range ex.Servers {
 				for _, sv := range cp.servers {
-					if sv.srv.address == c.Address && c.Open > 0 {
+					if sv.srv.address == c.Address {
 						sv.inherited += c.Open
 						slots[j], left[j] = sv, c.Open
 						counted += c.Open
@@ -472,10 +487,34 @@ func (in *InheritedSlots) Release(i, j int) bool {
 	in.mu.Unlock()
 	cp.mu.Lock()
 	sv.inherited--
-	if cp.released != nil {
+	if cp.lend != nil {
 		cp.lendBack(sv)
 	}
 	cp.dispatchLocked()
+	cp.mu.Unlock()
+	return true
+}
+
+// Acquire counts one more connection of the old process to server j of
+// export i (it took a slot by its own count, for a connection it accepted
+// before the handover), passing it on when this process has handed over in
+// turn. It reports false for indexes it does not know.
+func (in *InheritedSlots) Acquire(i, j int) bool {
+	in.mu.Lock()
+	if i < 0 || i >= len(in.slots) || j < 0 || j >= len(in.slots[i]) || in.slots[i][j] == nil {
+		in.mu.Unlock()
+		return false
+	}
+	in.left[i][j]++
+	cp, sv := in.cps[i], in.slots[i][j]
+	in.mu.Unlock()
+	cp.mu.Lock()
+	sv.inherited++
+	if cp.lend != nil {
+		if k, ok := cp.lentIdx[sv]; ok {
+			cp.lend.Acquired(cp.exported, k)
+		}
+	}
 	cp.mu.Unlock()
 	return true
 }

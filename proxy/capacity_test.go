@@ -303,9 +303,9 @@ func TestTerminatedConnectionsQueue(t *testing.T) {
 
 // At an upgrade's handover the old process's per-server counts go to the
 // new process, which counts them against the caps until the old process
-// releases them; the old process takes no new slot, and passes a slot its
-// connections free to the next connection waiting there before lending it
-// back. Two servers (two processes' States) and one backend capped at 2.
+// releases them; the old process passes a slot its connections free to the
+// next connection waiting there before lending it back, and reports a slot
+// it takes. Two servers (two processes' States) and one backend capped at 2.
 func TestCapacitiesHandedOver(t *testing.T) {
 	be := startBackend(t, "B")
 	old, next := newTestServer(t, "tcp"), newTestServer(t, "tcp")
@@ -322,11 +322,18 @@ func TestCapacitiesHandedOver(t *testing.T) {
 			t.Fatalf("connection %d not served by the old process", i+1)
 		}
 	}
-	var lentBack atomic.Int32
-	exs := old.State().ExportCapacities(func(i, j int) {
-		if i == 0 && j == 0 {
-			lentBack.Add(1)
-		}
+	var lentBack, taken atomic.Int32
+	exs := old.State().ExportCapacities(&Lender{
+		Released: func(i, j int) {
+			if i == 0 && j == 0 {
+				lentBack.Add(1)
+			}
+		},
+		Acquired: func(i, j int) {
+			if i == 0 && j == 0 {
+				taken.Add(1)
+			}
+		},
 	})
 	if len(exs) != 1 || exs[0].Service != "s@file" || len(exs[0].Servers) != 1 || exs[0].Servers[0].Open != 2 {
 		t.Fatalf("export %+v, want s@file with 2 open on one server", exs)
@@ -340,7 +347,8 @@ func TestCapacitiesHandedOver(t *testing.T) {
 	fresh := dialSrc(t, "127.0.3.10", next.addr("tcp"))
 	defer fresh.Close()
 	waitFor(t, "the new process's connection queued", func() bool { return capOf(next).Queued == 1 })
-	// The old process takes no new slot: a late connection there waits too.
+	// The old process is at the cap by its own count: a late connection
+	// there waits too.
 	late := dialSrc(t, "127.0.3.11", old.addr("tcp"))
 	defer late.Close()
 	waitFor(t, "the old process's late connection queued", func() bool { return capOf(old).Queued == 1 })
@@ -365,7 +373,19 @@ func TestCapacitiesHandedOver(t *testing.T) {
 	if !greeted(fresh, 2*time.Second) {
 		t.Fatal("the new process's waiting connection was not served once a slot came back")
 	}
-	in.ReleaseAll() // the old process is gone: its last connection counts no more
+	// The old process, below the cap by its own count (only late is
+	// open there), serves a second late connection: the slot is reported,
+	// and the new process counts it.
+	late2 := dialSrc(t, "127.0.3.12", old.addr("tcp"))
+	defer late2.Close()
+	if !greeted(late2, 2*time.Second) {
+		t.Fatal("the old process did not serve a late connection below its own count")
+	}
+	waitFor(t, "the slot taken reported", func() bool { return taken.Load() == 1 })
+	if !in.Acquire(0, 0) || capOf(next).Servers[0].Inherited != 2 {
+		t.Fatalf("after the old process's acquire: %+v, want 2 inherited", capOf(next))
+	}
+	in.ReleaseAll() // the old process is gone: its connections count no more
 	if st := capOf(next); st.Servers[0].Inherited != 0 || st.Servers[0].Open != 1 {
 		t.Fatalf("after ReleaseAll: %+v, want 1 open, none inherited", st)
 	}

@@ -47,6 +47,7 @@ type Predecessor struct {
 	// service i, and the release of all that is left when the old process
 	// is gone.
 	capRelease    func(i, j int) bool
+	capAcquire    func(i, j int) bool
 	capReleaseAll func()
 }
 
@@ -165,11 +166,12 @@ func (p *Predecessor) ImportRates(reg *ratelimit.Registry, rates []ratelimit.Exp
 // ImportCaps takes what counts the old process's capped-server
 // connections here (the snapshot's Caps, imported by the caller): release
 // frees one of server j of service i, and reports false for one not
-// counted; releaseAll frees what is left once the old process is gone.
-func (p *Predecessor) ImportCaps(release func(i, j int) bool, releaseAll func()) {
+// counted; acquire counts one more; releaseAll frees what is left once the
+// old process is gone.
+func (p *Predecessor) ImportCaps(release, acquire func(i, j int) bool, releaseAll func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.capRelease, p.capReleaseAll = release, releaseAll
+	p.capRelease, p.capAcquire, p.capReleaseAll = release, acquire, releaseAll
 }
 
 // Started tells the old process this one accepts.
@@ -202,7 +204,7 @@ func (p *Predecessor) Run() error {
 		}
 	}
 	bye, capsLeft := p.sayBye, p.capReleaseAll
-	p.capRelease, p.capReleaseAll = nil, nil
+	p.capRelease, p.capAcquire, p.capReleaseAll = nil, nil, nil
 	p.mu.Unlock()
 	if capsLeft != nil {
 		capsLeft()
@@ -264,6 +266,10 @@ func (p *Predecessor) serve() error {
 			if err := decodeCapReleases(b, p.releaseCap); err != nil {
 				return err
 			}
+		case msgCapAcquires:
+			if err := decodeCapReleases(b, p.acquireCap); err != nil {
+				return err
+			}
 		case msgBye:
 			p.mu.Lock()
 			p.sayBye = true
@@ -309,6 +315,21 @@ func (p *Predecessor) releaseCap(m capRelease) error {
 	p.st.CapReleasesReceived.Add(1)
 	if !release(int(m.svc), int(m.srv)) {
 		p.st.ReleasesUnmatched.Add(1) // never free what the old process did not count here
+	}
+	return nil
+}
+
+// acquireCap counts one more connection of the old process to a capped
+// server.
+func (p *Predecessor) acquireCap(m capRelease) error {
+	p.mu.Lock()
+	acquire := p.capAcquire
+	p.mu.Unlock()
+	if acquire == nil {
+		return fmt.Errorf("state channel: %w: a capacity acquire without capacities in the snapshot", errFrame)
+	}
+	if acquire(int(m.svc), int(m.srv)) {
+		p.st.CapConnections.Add(1)
 	}
 	return nil
 }

@@ -99,6 +99,7 @@ type Successor struct {
 	nqueued  int
 	acq      []byte // acquires, encoded
 	caps     []byte // capacity releases, encoded
+	capsUp   []byte // capacity acquires, encoded
 	pending  map[uint32]func(bool)
 	seq      uint32
 	writing  bool // the snapshot is sent: the writer runs
@@ -250,13 +251,20 @@ func (s *Successor) release(m release) {
 // CapRelease tells the new process that one of this process's connections
 // to server srv of capped service svc (indexes in the snapshot's Caps)
 // ended, in order after the snapshot.
-func (s *Successor) CapRelease(svc, srv int) {
+func (s *Successor) CapRelease(svc, srv int) { s.capMessage(&s.caps, svc, srv) }
+
+// CapAcquire tells the new process that this process opened a connection
+// to server srv of capped service svc (for a connection it accepted before
+// the handover), in order after the snapshot.
+func (s *Successor) CapAcquire(svc, srv int) { s.capMessage(&s.capsUp, svc, srv) }
+
+func (s *Successor) capMessage(q *[]byte, svc, srv int) {
 	s.mu.Lock()
 	if s.dead {
 		s.mu.Unlock()
 		return
 	}
-	s.caps = appendCapRelease(s.caps, capRelease{uint16(svc), uint16(srv)})
+	*q = appendCapRelease(*q, capRelease{uint16(svc), uint16(srv)})
 	s.mu.Unlock()
 	s.kick()
 }
@@ -370,7 +378,7 @@ func (s *Successor) markDead() {
 	s.dead = true
 	pending := s.pending
 	s.pending = map[uint32]func(bool){}
-	s.queue, s.acq, s.caps = nil, nil, nil
+	s.queue, s.acq, s.caps, s.capsUp = nil, nil, nil, nil
 	s.mu.Unlock()
 	s.kick() // the writer ends
 	for _, done := range pending {
@@ -385,8 +393,8 @@ func (s *Successor) write() {
 	for {
 		<-s.wake
 		s.mu.Lock()
-		rel, n, acq, caps, closing, dead := s.queue, s.nqueued, s.acq, s.caps, s.closing, s.dead
-		s.queue, s.nqueued, s.acq, s.caps = nil, 0, nil, nil
+		rel, n, acq, caps, capsUp, closing, dead := s.queue, s.nqueued, s.acq, s.caps, s.capsUp, s.closing, s.dead
+		s.queue, s.nqueued, s.acq, s.caps, s.capsUp = nil, 0, nil, nil, nil
 		s.mu.Unlock()
 		if dead {
 			return
@@ -395,6 +403,9 @@ func (s *Successor) write() {
 		if err == nil {
 			s.st.ReleasesForwarded.Add(int64(n))
 			err = s.writeBatches(msgAcquires, acq)
+		}
+		if err == nil { // acquires first: a release may follow its own acquire in the same batch
+			err = s.writeBatches(msgCapAcquires, capsUp)
 		}
 		if err == nil {
 			err = s.writeBatches(msgCapReleases, caps)
@@ -439,7 +450,7 @@ func recordEnd(typ byte, b []byte, limit int) int {
 		switch typ {
 		case msgAcquires:
 			size = 4 + 2 + 1 + int(b[pos+6])
-		case msgCapReleases:
+		case msgCapReleases, msgCapAcquires:
 			size = 4 // service, server
 		default:
 			size = 2 + 1 + int(b[pos+2]) // release: idx, key length, key

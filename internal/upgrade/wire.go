@@ -32,6 +32,7 @@ import (
 //	new -> old  grants    binary batch: (seq, ok)
 //	old -> new  bye       empty: every release was sent; the old process exits
 //	old -> new  caps      binary batch: (service, server) of capped-server connections that ended
+//	old -> new  capsTaken binary batch: (service, server) of capped-server connections it opened
 const (
 	msgHello byte = iota + 1
 	msgReady
@@ -43,6 +44,7 @@ const (
 	msgGrants
 	msgBye
 	msgCapReleases
+	msgCapAcquires
 )
 
 // Version is the state channel's protocol version, in Hello.
@@ -303,14 +305,17 @@ type CapExport struct {
 	Servers []CapCount
 }
 
-// CapCount is one server's connections counted in the old process.
+// CapCount is one server's connections counted in the old process (every
+// capped server is listed, with none open too, so that later messages can
+// name each).
 type CapCount struct {
 	Address string
 	Open    uint32
 }
 
 // capRelease is a connection of the old process to a capped server that
-// ended: the service's and the server's indexes in the snapshot.
+// ended, or that it opened (msgCapAcquires): the service's and the
+// server's indexes in the snapshot.
 type capRelease struct {
 	svc, srv uint16
 }
@@ -330,7 +335,7 @@ type capRelease struct {
 // With caps, the last section:
 //
 //	u16 services, then per service: u16 name length, name, u16 servers,
-//	then per server: u16 address length, address, u32 connections (> 0).
+//	then per server: u16 address length, address, u32 connections.
 func encodeSnapshot(snap Snapshot) ([]byte, error) {
 	exs := snap.Limiters
 	if len(exs) > math.MaxUint16 || len(snap.Rates) > math.MaxUint16 || len(snap.Caps) > math.MaxUint16 {
@@ -495,7 +500,7 @@ func decodeSnapshot(b []byte, withRates, withCaps bool) (Snapshot, error) {
 			}
 			for j := 0; j < m && r.err == nil; j++ {
 				c := CapCount{Address: r.name(), Open: r.u32()}
-				if r.err == nil && (c.Address == "" || c.Open == 0) {
+				if r.err == nil && c.Address == "" {
 					r.err = errFrame
 				}
 				ex.Servers = append(ex.Servers, c)

@@ -30,7 +30,7 @@ func sampleSnapshot() Snapshot {
 		},
 		WithCaps: true,
 		Caps: []CapExport{
-			{Service: "pg@file", Servers: []CapCount{{Address: "10.0.0.5:5432", Open: 90}, {Address: "db:5432", Open: 1}}},
+			{Service: "pg@file", Servers: []CapCount{{Address: "10.0.0.5:5432", Open: 90}, {Address: "db:5432", Open: 1}, {Address: "idle:5432"}}},
 			{Service: "idle@docker"},
 		},
 	}
@@ -96,7 +96,6 @@ func TestSnapshotRefusesBadValues(t *testing.T) {
 		"debt of a century":      {WithRates: true, Rates: []ratelimit.Export{{Name: "r", Interval: time.Second, Keys: []ratelimit.KeyDebt{{Key: k, Ahead: time.Duration(math.MaxInt64)}}}}},
 		"service without name":   {WithCaps: true, Caps: []CapExport{{Servers: []CapCount{{Address: "a:1", Open: 1}}}}},
 		"server without address": {WithCaps: true, Caps: []CapExport{{Service: "s", Servers: []CapCount{{Open: 1}}}}},
-		"server with none open":  {WithCaps: true, Caps: []CapExport{{Service: "s", Servers: []CapCount{{Address: "a:1"}}}}},
 	} {
 		b, err := encodeSnapshot(snap)
 		if err != nil {
@@ -118,7 +117,7 @@ func TestFramesAndBatches(t *testing.T) {
 	for _, f := range []struct {
 		t byte
 		b []byte
-	}{{msgReleases, rel}, {msgAcquires, acq}, {msgGrants, gr}, {msgCapReleases, appendCapRelease(appendCapRelease(nil, capRelease{0, 1}), capRelease{65535, 0})}, {msgBye, nil}} {
+	}{{msgReleases, rel}, {msgAcquires, acq}, {msgGrants, gr}, {msgCapReleases, appendCapRelease(appendCapRelease(nil, capRelease{0, 1}), capRelease{65535, 0})}, {msgCapAcquires, appendCapRelease(nil, capRelease{2, 3})}, {msgBye, nil}} {
 		if err := writeFrame(w, f.t, f.b); err != nil {
 			t.Fatal(err)
 		}
@@ -150,6 +149,14 @@ func TestFramesAndBatches(t *testing.T) {
 	}
 	if err := decodeCapReleases(p[:3], func(capRelease) error { return nil }); err == nil {
 		t.Fatal("a capacity release cut short decoded")
+	}
+	if typ, p, err := readFrame(r); typ != msgCapAcquires || err != nil || decodeCapReleases(p, func(m capRelease) error {
+		if m != (capRelease{2, 3}) {
+			t.Fatalf("capacity acquire %v", m)
+		}
+		return nil
+	}) != nil {
+		t.Fatal("capacity acquires", typ, err)
 	}
 	if typ, p, err := readFrame(r); typ != msgBye || len(p) != 0 || err != nil {
 		t.Fatal("bye", typ, p, err)
@@ -243,7 +250,7 @@ func fuzzPayload(t *testing.T, typ byte, p []byte) {
 			}
 			for _, ex := range snap.Caps {
 				for _, c := range ex.Servers {
-					if c.Open == 0 || c.Address == "" {
+					if c.Address == "" {
 						t.Fatalf("decoded capacity %+v", ex)
 					}
 				}
