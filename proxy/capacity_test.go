@@ -251,7 +251,8 @@ func TestLaterResumesOnTheLoop(t *testing.T) {
 
 // A connection whose router terminates TLS (served by goroutines) waits in
 // a capped service's queue like a loop's: it is served when the slot frees,
-// refused at once when the queue is full, and closed at the queue timeout.
+// refused at once when the queue is full, leaves the queue when its client
+// closes, and is closed at the queue timeout.
 func TestTerminatedConnectionsQueue(t *testing.T) {
 	ca := newTestCA(t)
 	_, crt, key := ca.issue(t, leafOpts{}, "db.example")
@@ -287,11 +288,17 @@ func TestTerminatedConnectionsQueue(t *testing.T) {
 	if !closedSoon(third, time.Second) || st().RejectedFull != 1 {
 		t.Fatalf("a terminated connection beyond the queue: not closed at once, or not counted (%+v)", st())
 	}
+	// A waiting client that closes leaves the queue then, not at the
+	// timeout (10 s).
+	second.Close()
+	waitFor(t, "the closed client out of the queue", func() bool { return st().Queued == 0 })
+	fourth := dial()
+	waitFor(t, "the next terminated connection queued", func() bool { return st().Queued == 1 })
 	first.Close()
-	if !greeted(second, 2*time.Second) {
+	if !greeted(fourth, 2*time.Second) {
 		t.Fatal("the queued terminated connection was not served when the slot freed")
 	}
-	second.Close()
+	fourth.Close()
 	waitFor(t, "the slot and the queue to empty", func() bool {
 		cs := st()
 		return cs.Servers[0].Open == 0 && cs.Queued == 0 && s.EntryPoint("tls").Open() == 0

@@ -308,8 +308,9 @@ type goWait chan *capServer
 func (w goWait) handSlot(_ *capacity, s *capServer) { w <- s }
 
 // waitSlot takes a free slot of cp, or waits in its queue for one until the
-// queue timeout or the connection's abort; nil when none came (a refusal is
-// counted and logged, except at an abort).
+// queue timeout, its client's close or the connection's abort; nil when
+// none came (a refusal at the timeout or a full queue is counted and
+// logged).
 func (lb *loadBalancer) waitSlot(g *gconn, cp *capacity) *capServer {
 	w := make(goWait, 1)
 	s, queued := cp.admit(w)
@@ -326,6 +327,8 @@ func (lb *loadBalancer) waitSlot(g *gconn, cp *capacity) *capServer {
 	cp.mu.Unlock()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
+	gone, unwatch := g.watchClose()
+	defer unwatch()
 	select {
 	case s := <-w:
 		return s
@@ -336,11 +339,52 @@ func (lb *loadBalancer) waitSlot(g *gconn, cp *capacity) *capServer {
 			return nil
 		}
 		return <-w // handed a slot as the wait ended: take it
+	case <-gone:
 	case <-g.stop:
-		if !cp.leave(w) {
-			cp.release(<-w)
-		}
-		return nil
+	}
+	// The client closed, or the entry point shuts down: the wait ends.
+	if !cp.leave(w) {
+		cp.release(<-w)
+	}
+	return nil
+}
+
+// watchClose reports, while a connection waits for a slot, its client's
+// close (or reset): gone is closed then. It takes no byte: it peeks at the
+// raw socket, and when bytes wait there (a TLS client's close_notify comes
+// before its FIN) it asks the kernel whether the client's end followed them
+// (CLOSE_WAIT). unwatch stops it and returns once it has stopped, the
+// socket as it was.
+func (g *gconn) watchClose() (gone <-chan struct{}, unwatch func()) {
+	closed, done := make(chan struct{}), make(chan struct{})
+	rc, err := g.raw.SyscallConn()
+	if err != nil {
+		close(done)
+		return closed, func() {}
+	}
+	go func() {
+		defer close(done)
+		var b [1]byte
+		_ = rc.Read(func(fd uintptr) bool {
+			n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+			switch {
+			case err == unix.EAGAIN || err == unix.EINTR:
+				return false // nothing yet: wait until the socket is readable
+			case err != nil || n == 0:
+				close(closed) // reset, or the client's end
+				return true
+			}
+			if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil && info.State == unix.BPF_TCP_CLOSE_WAIT {
+				close(closed) // bytes, then the client's end
+				return true
+			}
+			return false // bytes only: wait for more, or the end (edge triggered: no spin)
+		})
+	}()
+	return closed, func() {
+		_ = g.raw.SetReadDeadline(time.Now()) // wakes the watch if it still waits
+		<-done
+		_ = g.raw.SetReadDeadline(time.Time{})
 	}
 }
 
