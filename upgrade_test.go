@@ -683,4 +683,29 @@ func TestUpgradeKeepsServerCaps(t *testing.T) {
 	if v := processView(t, g.API); v.Received.CapReleasesReceived != 1 {
 		t.Fatalf("capacity releases received %d, want 1", v.Received.CapReleasesReceived)
 	}
+
+	// A second upgrade while the first old process still drains: the third
+	// process counts both (the second's connection and the first's, which
+	// the second passes on), and the first's last connection ending frees
+	// a slot there.
+	mustUpgrade(t, g.API)
+	itest.Eventually(t, 5*time.Second, func() bool { return capOf().Servers[0].Inherited == 2 },
+		"the third process does not count the two connections before it (%+v)", capOf())
+	d, err := net.DialTimeout("tcp", ep, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	itest.Eventually(t, 5*time.Second, func() bool { return capOf().Queued == 1 }, "the third process's new connection is not queued (%+v)", capOf())
+	if _, err := d.Write([]byte{'y'}); err != nil {
+		t.Fatal(err)
+	}
+	held[1].Close() // the first process's last connection
+	_ = d.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(d, b[:]); err != nil || b[0] != 'y' {
+		t.Fatalf("the first process's slot, passed on by the second, did not reach the third: %v", err)
+	}
+	if st := capOf(); st.Servers[0].Open != 1 || st.Servers[0].Inherited != 1 {
+		t.Fatalf("in the third process: %+v, want 1 open and 1 inherited (the second's)", st)
+	}
 }
