@@ -636,7 +636,7 @@ func TestUpgradeKeepsServerCaps(t *testing.T) {
 		"        queue:\n          maxSize: 10\n          timeout: 20s\n", be))
 	ep := itest.FreeAddr(t)
 	g := itest.StartTollgate(t, "--entryPoints.db.address="+ep, "--entryPoints.db.transport.lifeCycle.graceTimeOut=30s",
-		"--providers.file.filename="+dyn)
+		"--providers.file.filename="+dyn, "--metrics.prometheus")
 	itest.Eventually(t, 5*time.Second, func() bool { return g.Rawdata(t).Routers["r@file"].Status == "enabled" }, "router r@file not enabled")
 	held := itest.Hold(t, 2, "127.0.0.2", ep)
 	defer itest.CloseAll(held)
@@ -682,6 +682,16 @@ func TestUpgradeKeepsServerCaps(t *testing.T) {
 	}
 	if v := processView(t, g.API); v.Received.CapReleasesReceived != 1 {
 		t.Fatalf("capacity releases received %d, want 1", v.Received.CapReleasesReceived)
+	}
+	m := metricsOf(t, g)
+	for _, want := range []string{
+		`tollgate_handover_capped_connections{direction="received"} 2`,
+		`tollgate_handover_capped_releases_total{direction="received"} 1`,
+		`tollgate_service_server_inherited_connections{server="` + be + `",service="s@file"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "tollgate_handover_capped")+"\n"+grepLines(m, "inherited"))
+		}
 	}
 
 	// A second upgrade while the first old process still drains: the third

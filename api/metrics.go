@@ -45,6 +45,7 @@ var (
 	descDialErrors = prometheus.NewDesc("tollgate_service_dial_errors_total", "Failed backend dials, per service.", []string{"service"}, nil)
 	descSrvOpen    = prometheus.NewDesc("tollgate_service_server_open_connections", "Connections open (or being dialled) to a server of a service whose servers have a maxConn.", []string{"service", "server"}, nil)
 	descSrvMax     = prometheus.NewDesc("tollgate_service_server_max_connections", "A server's maxConn (0: no cap).", []string{"service", "server"}, nil)
+	descSrvInh     = prometheus.NewDesc("tollgate_service_server_inherited_connections", "The old process's connections to a capped server after an upgrade, counted against its maxConn until they end.", []string{"service", "server"}, nil)
 	descQueued     = prometheus.NewDesc("tollgate_service_queued_connections", "Connections waiting for a server slot, per capped service.", []string{"service"}, nil)
 	descQueueRej   = prometheus.NewDesc("tollgate_service_queue_rejected_total", "Connections a capped service closed: its queue was full, or the wait timed out.", []string{"service", "reason"}, nil)
 	descFallbacks  = prometheus.NewDesc("tollgate_service_splice_fallbacks_total", "Copies done through a buffer because no splice pipe could be created (out of file descriptors), per service.", []string{"service"}, nil)
@@ -80,7 +81,7 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descEPUnrouted, descEPAcceptEr, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descFallbacks, descSrvOpen, descSrvMax, descQueued, descQueueRej, descReloads, descLastReload, descProvider, descProvUpd, descProvErr,
+	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descEPUnrouted, descEPAcceptEr, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descFallbacks, descSrvOpen, descSrvMax, descSrvInh, descQueued, descQueueRej, descReloads, descLastReload, descProvider, descProvUpd, descProvErr,
 		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descRLClients, descStoreUp, descStoreFall, descStoreRT, descStoreFail, descBytesIn, descBytesOut, descDuration, descTLSOK, descTLSFail, descTLSBackend} {
 		ch <- d
 	}
@@ -169,6 +170,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, sv := range cs.Servers {
 			ch <- prometheus.MustNewConstMetric(descSrvOpen, prometheus.GaugeValue, float64(sv.Open), name, sv.Address)
 			ch <- prometheus.MustNewConstMetric(descSrvMax, prometheus.GaugeValue, float64(sv.Max), name, sv.Address)
+			ch <- prometheus.MustNewConstMetric(descSrvInh, prometheus.GaugeValue, float64(sv.Inherited), name, sv.Address)
 		}
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(cs.Queued), name)
 		ch <- prometheus.MustNewConstMetric(descQueueRej, prometheus.CounterValue, float64(cs.RejectedFull), name, "full")
@@ -230,13 +232,15 @@ var (
 	descReleases   = prometheus.NewDesc("tollgate_handover_releases_total", "Releases of the old process's connections, per direction (received|forwarded).", []string{"direction"}, nil)
 	descOutstand   = prometheus.NewDesc("tollgate_handover_outstanding_connections", "The predecessor's connections still counted in this process's limiters.", nil, nil)
 	descAtEnd      = prometheus.NewDesc("tollgate_handover_released_at_end_total", "The predecessor's connections released when its state channel ended (it exited or was killed).", nil, nil)
+	descCapConns   = prometheus.NewDesc("tollgate_handover_capped_connections", "Connections to servers with a maxConn handed over (or reported later), per direction (received|sent).", []string{"direction"}, nil)
+	descCapRel     = prometheus.NewDesc("tollgate_handover_capped_releases_total", "Releases of the old process's connections to servers with a maxConn, per direction (received|forwarded).", []string{"direction"}, nil)
 )
 
 // upgradeCollector reads a process's upgrade.Stats at scrape time.
 type upgradeCollector struct{ s *upgrade.Stats }
 
 func (c upgradeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGeneration, descUpgrades, descHandover, descHandKeys, descReleases, descOutstand, descAtEnd} {
+	for _, d := range []*prometheus.Desc{descGeneration, descUpgrades, descHandover, descHandKeys, descReleases, descOutstand, descAtEnd, descCapConns, descCapRel} {
 		ch <- d
 	}
 }
@@ -260,4 +264,8 @@ func (c upgradeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descReleases, s.ReleasesForwarded.Load(), "forwarded")
 	gauge(descOutstand, s.Outstanding.Load())
 	counter(descAtEnd, s.ReleasedAtEnd.Load())
+	gauge(descCapConns, s.CapConnections.Load(), "received")
+	gauge(descCapConns, s.CapConnectionsSent.Load(), "sent")
+	counter(descCapRel, s.CapReleasesReceived.Load(), "received")
+	counter(descCapRel, s.CapReleasesForwarded.Load(), "forwarded")
 }
