@@ -121,26 +121,11 @@ func TestServerCapQueueThroughTheBinary(t *testing.T) {
 // client closes.
 func greetingServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := c.Write([]byte("G")); err == nil {
-					_, _ = io.Copy(io.Discard, c)
-				}
-			}()
+	return itest.Listen(t, func(c net.Conn) {
+		if _, err := c.Write([]byte("G")); err == nil {
+			_, _ = io.Copy(io.Discard, c)
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // Issue 17, the queue's timeout through the binary: with the one slot

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/proxy/rule"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
@@ -210,31 +211,16 @@ func TestCopyFallsBackWithoutPipes(t *testing.T) {
 // server finishing its side would).
 func lingerBackend(t *testing.T, hold time.Duration) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return itest.Listen(t, func(c net.Conn) {
+		b := make([]byte, 1)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+			if _, err := c.Read(b); err != nil {
+				break
 			}
-			go func() {
-				defer c.Close()
-				b := make([]byte, 1)
-				for {
-					if _, err := c.Read(b); err != nil {
-						break
-					}
-					_, _ = c.Write(b)
-				}
-				time.Sleep(hold) // the server's own pace after the client's end
-			}()
+			_, _ = c.Write(b)
 		}
-	}()
-	return ln.Addr().String()
+		time.Sleep(hold) // the server's own pace after the client's end
+	})
 }
 
 // Issue 13.5: a client's limiter slot is freed as soon as the client has

@@ -292,55 +292,41 @@ func TestPostgresPreambleStalled(t *testing.T) {
 // with answer; after 'S' it does the TLS handshake with kp and greets with
 // banner, then echoes. It reports what preceded the handshake.
 type pgTLSBackend struct {
-	ln     net.Listener
+	addr   string
 	before chan string // per connection: the PROXY line (if any) and "ssl" or what came instead
 }
 
 func startPgTLSBackend(t *testing.T, kp tls.Certificate, answer byte, pp bool, banner string) *pgTLSBackend {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &pgTLSBackend{ln: ln, before: make(chan string, 16)}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				br := bufio.NewReader(c)
-				seen := ""
-				if pp {
-					line, _ := br.ReadString('\n')
-					seen = strings.Fields(line + " ")[0] + " "
-				}
-				req := make([]byte, len(pgSSLRequest))
-				if _, err := io.ReadFull(br, req); err != nil || !bytes.Equal(req, pgSSLRequest) {
-					b.before <- seen + fmt.Sprintf("%x", req)
-					return
-				}
-				b.before <- seen + "ssl"
-				if answer == 0 { // never answers
-					_, _ = io.Copy(io.Discard, br)
-					return
-				}
-				if _, err := c.Write([]byte{answer}); err != nil || answer != 'S' {
-					return
-				}
-				tc := tls.Server(&bufConn{Conn: c, r: br}, &tls.Config{Certificates: []tls.Certificate{kp}})
-				if err := tc.Handshake(); err != nil {
-					return
-				}
-				_, _ = io.WriteString(tc, banner)
-				_, _ = io.Copy(tc, tc)
-			}()
+	b := &pgTLSBackend{before: make(chan string, 16)}
+	b.addr = itest.Listen(t, func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		seen := ""
+		if pp {
+			line, _ := br.ReadString('\n')
+			seen = strings.Fields(line + " ")[0] + " "
 		}
-	}()
+		req := make([]byte, len(pgSSLRequest))
+		if _, err := io.ReadFull(br, req); err != nil || !bytes.Equal(req, pgSSLRequest) {
+			b.before <- seen + fmt.Sprintf("%x", req)
+			return
+		}
+		b.before <- seen + "ssl"
+		if answer == 0 { // never answers
+			_, _ = io.Copy(io.Discard, br)
+			return
+		}
+		if _, err := c.Write([]byte{answer}); err != nil || answer != 'S' {
+			return
+		}
+		tc := tls.Server(&bufConn{Conn: c, r: br}, &tls.Config{Certificates: []tls.Certificate{kp}})
+		if err := tc.Handshake(); err != nil {
+			return
+		}
+		_, _ = io.WriteString(tc, banner)
+		_, _ = io.Copy(tc, tc)
+	})
 	return b
 }
 
@@ -388,9 +374,9 @@ func TestPostgresSTARTTLSPassthrough(t *testing.T) {
 	no := startPgTLSBackend(t, kp3, 'N', false, "3")
 	mute := startPgTLSBackend(t, kp3, 0, false, "4")
 	s := newServerWith(t, nil, "pg")
-	pp := lbConfig(db2.ln.Addr().String())
+	pp := lbConfig(db2.addr)
 	pp.LoadBalancer.ServersTransport = "pp@file"
-	slow := lbConfig(mute.ln.Addr().String())
+	slow := lbConfig(mute.addr)
 	slow.LoadBalancer.ServersTransport = "short@file"
 	mustEnabled(t, s.Apply(&config.TCPConfiguration{
 		Routers: map[string]*config.TCPRouter{
@@ -400,8 +386,8 @@ func TestPostgresSTARTTLSPassthrough(t *testing.T) {
 			"mute@file": passthrough("HostSNI(`mute.example`)", "mute@file"),
 		},
 		Services: map[string]*config.TCPService{
-			"db1@file": lbConfig(db1.ln.Addr().String()), "db2@file": pp,
-			"no@file": lbConfig(no.ln.Addr().String()), "mute@file": slow,
+			"db1@file": lbConfig(db1.addr), "db2@file": pp,
+			"no@file": lbConfig(no.addr), "mute@file": slow,
 		},
 		ServersTransports: map[string]*config.TCPServersTransport{
 			"pp@file":    {ProxyProtocol: &config.ProxyProtocol{Version: 1}},

@@ -64,7 +64,21 @@ func TLSEchoServer(t testing.TB, banner string, names ...string) (string, *x509.
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	Serve(t, ln, func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(c, banner); err != nil {
+			return
+		}
+		_, _ = io.Copy(c, c)
+	})
+	return ln.Addr().String(), pool
+}
+
+// Serve accepts on ln until it is closed (at cleanup) and runs handle for
+// each connection on a goroutine of its own, closing the connection when
+// handle returns.
+func Serve(t testing.TB, ln net.Listener, handle func(net.Conn)) {
+	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -73,15 +87,22 @@ func TLSEchoServer(t testing.TB, banner string, names ...string) (string, *x509.
 			}
 			go func() {
 				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-				if _, err := io.WriteString(c, banner); err != nil {
-					return
-				}
-				_, _ = io.Copy(c, c)
+				handle(c)
 			}()
 		}
 	}()
-	return ln.Addr().String(), pool
+}
+
+// Listen is Serve on a new listener on a free loopback port; it returns
+// the address.
+func Listen(t testing.TB, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	Serve(t, ln, handle)
+	return ln.Addr().String()
 }
 
 // TLSGreeting completes a TLS handshake for serverName with addr from source
