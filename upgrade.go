@@ -252,9 +252,10 @@ func (u *upgrader) upgrade() (upgrade.Result, error) {
 		})
 	}
 	// The capped servers' counts go to a new process that reads them: from
-	// now on this process takes no new slot, and lends back those its
-	// connections free. One from before they were handed over counts only
-	// its own.
+	// now on this process passes a slot its connections free to its own
+	// queue or lends it back, and reports each slot it still takes (for a
+	// connection accepted before now and routed after). One from before
+	// they were handed over counts only its own.
 	if ready.Capacities {
 		snap.WithCaps = true
 		lend := &proxy.Lender{Released: succ.CapRelease, Acquired: func(i, j int) {
