@@ -259,7 +259,7 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 			}
 		}
 		sort.Strings(uses)
-		if err := pred.Ready(upgrade.Ready{PID: os.Getpid(), Uses: uses, RateLimits: true, Capacities: true}); err != nil {
+		if err := pred.Ready(upgrade.Ready{PID: os.Getpid(), Uses: uses, RateLimits: true, Capacities: true, Connections: true}); err != nil {
 			return fmt.Errorf("state channel: %w", err)
 		}
 		snap, err := pred.WaitSnapshot(readyTimeout)
@@ -287,6 +287,16 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 		if err := pred.Started(os.Getpid()); err != nil {
 			log.Warn().Err(err).Msg("state channel: cannot tell the old process this one accepts")
 		}
+		// The connections the old process had not routed come next, to be
+		// routed here.
+		go pred.ServeConns(func(c upgrade.Conn, fd int) {
+			h := proxy.Handed{EntryPoint: c.EntryPoint, FD: fd, Read: c.Read, Answered: c.Answered, Deadline: c.Deadline, Silent: c.Silent}
+			if err := srv.Adopt(h); err != nil {
+				log.Warn().Err(err).Msg("upgrade: a connection the old process handed over")
+			}
+		}, func(err error) {
+			log.Warn().Err(err).Msg("upgrade: the connections the old process hands over")
+		})
 		for name, l := range inherited {
 			if !srv.Uses(name) && !admin.uses(name) {
 				_ = syscall.Close(l.FD) // its entry point is gone or moved

@@ -236,6 +236,16 @@ func (u *upgrader) upgrade() (upgrade.Result, error) {
 	for _, a := range u.admin {
 		a.gate.Pause()
 	}
+	// The connections not yet routed wait, unread, to be handed to a new
+	// process that takes them, on the entry points it serves: it routes
+	// them with the budgets it now holds.
+	use := map[string]bool{}
+	for _, n := range ready.Uses {
+		use[n] = true
+	}
+	if ready.Connections {
+		u.srv.Park(ready.Uses)
+	}
 	reg := &u.srv.State().Limiters
 	var exs []inflightconn.Export
 	var limiters []*inflightconn.Limiter
@@ -285,6 +295,7 @@ func (u *upgrader) upgrade() (upgrade.Result, error) {
 			u.srv.State().UnexportCapacities()
 			u.stats.CapConnectionsSent.Store(0)
 		}
+		u.srv.Unpark()
 		u.srv.Resume()
 		for _, a := range u.admin {
 			a.gate.Resume()
@@ -293,12 +304,11 @@ func (u *upgrader) upgrade() (upgrade.Result, error) {
 	}
 	u.done = true
 	u.stats.SuccessorPID.Store(int64(succ.PID()))
+	if ready.Connections {
+		u.handOff(succ)
+	}
 	// Listeners the new process does not serve on (entry point removed or
 	// moved) close now: this process accepts on none any more.
-	use := map[string]bool{}
-	for _, n := range ready.Uses {
-		use[n] = true
-	}
 	for _, name := range u.srv.EntryPointNames() {
 		if !use[name] {
 			u.srv.EntryPoint(name).CloseListener()
@@ -309,4 +319,30 @@ func (u *upgrader) upgrade() (upgrade.Result, error) {
 	u.handedOver <- succ
 	return upgrade.Result{PID: succ.PID(), Generation: gen, PreviousPID: os.Getpid(),
 		Limiters: u.stats.Sent.Limiters.Load(), Keys: u.stats.Sent.Keys.Load(), Connections: u.stats.Sent.Connections.Load()}, nil
+}
+
+// handOff gives the new process, which accepts now, the connections parked
+// at the handover. One it cannot be given is reset (the new process does
+// not have it: the socket is this process's alone).
+func (u *upgrader) handOff(succ *upgrade.Successor) {
+	var firstErr error
+	n := u.srv.HandOff(func(h proxy.Handed) {
+		err := succ.SendConn(upgrade.Conn{EntryPoint: h.EntryPoint, Read: h.Read, Answered: h.Answered,
+			Deadline: h.Deadline, Silent: h.Silent}, h.FD)
+		if err != nil {
+			_ = unix.SetsockoptLinger(h.FD, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+			u.stats.UnroutedLost.Add(1)
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+		_ = unix.Close(h.FD)
+	})
+	succ.EndConns()
+	if firstErr != nil {
+		u.log.Error().Err(firstErr).Int("connections", n).Int64("lost", u.stats.UnroutedLost.Load()).
+			Msg("upgrade: connections not yet routed could not all be handed to the new process (reset)")
+	} else if n > 0 {
+		u.log.Info().Int("connections", n).Msg("upgrade: connections not yet routed handed to the new process")
+	}
 }

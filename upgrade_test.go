@@ -533,27 +533,35 @@ func TestUpgradeNotifiesSystemd(t *testing.T) {
 	}
 }
 
-// A connection the old process accepted before the handover but that
-// reaches the limiter after it (it was still reading its PROXY header) is
-// decided by the new process, which holds the budget: a client at its
-// limit is refused, another is admitted and counted there, and its close
-// is released there.
+// dialHeld connects to ep, closed at the test's end.
+func dialHeld(t *testing.T, ep string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", ep, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// sendHeader sends a PROXY v1 header naming client.
+func sendHeader(t *testing.T, c net.Conn, client string) {
+	t.Helper()
+	if _, err := fmt.Fprintf(c, "PROXY TCP4 %s 127.0.0.1 1111 2222\r\n", client); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A connection the old process accepted before the handover but had not
+// routed (it was still reading its PROXY header) is handed to the new
+// process with its socket, and routed there, where the budget is: a client
+// at its limit is refused, another is admitted and counted there, and its
+// close is released there.
 func TestUpgradeDecidesLateConnectionsInTheNewProcess(t *testing.T) {
 	g, ep, _ := startUpgradable(t, "", 1, "--entryPoints.db.proxyProtocol.trustedIPs=127.0.0.1/32",
 		"--entryPoints.db.transport.respondingTimeouts.serverFirstTimeout=0")
-	proxied := func() net.Conn {
-		c, err := net.DialTimeout("tcp", ep, 2*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	header := func(c net.Conn, client string) {
-		if _, err := fmt.Fprintf(c, "PROXY TCP4 %s 127.0.0.1 1111 2222\r\n", client); err != nil {
-			t.Fatal(err)
-		}
-	}
+	proxied := func() net.Conn { return dialHeld(t, ep) }
+	header := func(c net.Conn, client string) { sendHeader(t, c, client) }
 	a := proxied()
 	header(a, "10.9.9.9")
 	if !itest.Echoes(a) {
@@ -580,7 +588,7 @@ func TestUpgradeDecidesLateConnectionsInTheNewProcess(t *testing.T) {
 		t.Fatal("10.9.9.8 was refused a first connection decided after the handover")
 	}
 	if clientCount(t, g.API, "10.9.9.8") != 1 {
-		t.Fatal("the new process does not count the connection it granted to the old one")
+		t.Fatal("the new process does not count the connection handed to it")
 	}
 	d := proxied()
 	header(d, "10.9.9.8")
@@ -588,9 +596,75 @@ func TestUpgradeDecidesLateConnectionsInTheNewProcess(t *testing.T) {
 		t.Fatal("the new process admitted 10.9.9.8 beyond amount 1")
 	}
 	c.Close()
-	itest.Eventually(t, 2*time.Second, func() bool { return clientCount(t, g.API, "10.9.9.8") == 0 }, "the granted connection's close was not released in the new process")
-	if v := processView(t, g.API); v.Received == nil || v.Received.AcquiresAnswered != 2 {
-		t.Fatalf("handover view: %+v", v.Received)
+	itest.Eventually(t, 2*time.Second, func() bool { return clientCount(t, g.API, "10.9.9.8") == 0 }, "the handed connection's close was not released in the new process")
+	if v := processView(t, g.API); v.Received == nil || v.Received.Unrouted != 2 || v.Received.AcquiresAnswered != 0 {
+		t.Fatalf("handover view: %+v, want 2 unrouted connections received and no acquire asked", v.Received)
+	}
+}
+
+// The connections the old process had not routed at the handover are
+// decided by the new process's rate buckets and server caps, not by the old
+// one's copies: a client whose burst is spent through the new process is
+// refused on its late connection, and a late connection to a server the
+// new process holds at maxConn is refused too. The old process, deciding
+// them, would have admitted both.
+func TestUpgradeRoutesLateConnectionsOnTheNewBudgets(t *testing.T) {
+	be := itest.EchoServer(t, "")
+	dyn := itest.WriteFile(t, "dyn.yml", fmt.Sprintf("tcp:\n  routers:\n"+
+		"    r:\n      entryPoints: [db]\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [rl]\n"+
+		"    c:\n      entryPoints: [capped]\n      rule: \"HostSNI(`*`)\"\n      service: one\n"+
+		"  middlewares:\n    rl:\n      rateLimit:\n        average: 1\n        period: 1m\n        burst: 1\n"+
+		"  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n"+
+		"    one:\n      loadBalancer:\n        servers:\n          - address: %q\n            maxConn: 1\n"+
+		"        queue:\n          maxSize: 0\n", be, be))
+	db, capped := itest.FreeAddr(t), itest.FreeAddr(t)
+	g := itest.StartTollgate(t, "--entryPoints.db.address="+db, "--entryPoints.capped.address="+capped,
+		"--entryPoints.db.proxyProtocol.trustedIPs=127.0.0.1/32", "--entryPoints.capped.proxyProtocol.trustedIPs=127.0.0.1/32",
+		"--entryPoints.db.transport.respondingTimeouts.serverFirstTimeout=0",
+		"--entryPoints.capped.transport.respondingTimeouts.serverFirstTimeout=0",
+		"--entryPoints.db.transport.lifeCycle.graceTimeOut=1s", "--entryPoints.capped.transport.lifeCycle.graceTimeOut=1s",
+		"--providers.file.filename="+dyn, "--metrics.prometheus")
+	itest.Eventually(t, 5*time.Second, func() bool {
+		rd := g.Rawdata(t)
+		return rd.Routers["r@file"].Status == "enabled" && rd.Routers["c@file"].Status == "enabled"
+	}, "routers not enabled")
+	dial := func(ep string) net.Conn { return dialHeld(t, ep) }
+	header := func(c net.Conn, client string) { sendHeader(t, c, client) }
+	// Accepted by the old process, silent until after the handover.
+	lateRate, lateCap := dial(db), dial(capped)
+	itest.Eventually(t, 2*time.Second, func() bool {
+		var eps []struct {
+			Accepted uint64 `json:"acceptedTotal"`
+		}
+		g.GetJSON(t, "/api/entrypoints", &eps)
+		return len(eps) == 2 && eps[0].Accepted+eps[1].Accepted == 2
+	}, "the old process did not accept the two silent connections")
+	mustUpgrade(t, g.API)
+	// Through the new process: 10.7.7.7 spends its burst, and the capped
+	// server's one slot is taken.
+	first := dial(db)
+	header(first, "10.7.7.7")
+	if !itest.Echoes(first) {
+		t.Fatal("the first connection of 10.7.7.7 through the new process was not forwarded")
+	}
+	slot := dial(capped)
+	header(slot, "10.7.7.8")
+	if !itest.Echoes(slot) {
+		t.Fatal("the capped server's first connection was not forwarded")
+	}
+	header(lateRate, "10.7.7.7")
+	header(lateCap, "10.7.7.9")
+	if itest.Echoes(lateRate) {
+		t.Error("10.7.7.7's late connection was forwarded: its burst of 1 was spent through the new process")
+	}
+	if itest.Echoes(lateCap) {
+		t.Error("a late connection to the capped server was forwarded beside the new process's one (maxConn 1)")
+	}
+	if v := processView(t, g.API); v.Received == nil || v.Received.Unrouted != 2 {
+		t.Fatalf("handover view: %+v, want the 2 unrouted connections received", v.Received)
+	}
+	if m := metricsOf(t, g); !strings.Contains(m, `tollgate_handover_unrouted_connections{direction="received"} 2`) {
+		t.Errorf("metrics lack the 2 unrouted connections received:\n%s", grepLines(m, "tollgate_handover_unrouted"))
 	}
 }
 

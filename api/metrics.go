@@ -234,13 +234,14 @@ var (
 	descAtEnd      = prometheus.NewDesc("tollgate_handover_released_at_end_total", "The predecessor's connections released when its state channel ended (it exited or was killed).", nil, nil)
 	descCapConns   = prometheus.NewDesc("tollgate_handover_capped_connections", "Connections to servers with a maxConn handed over (or reported later), per direction (received|sent).", []string{"direction"}, nil)
 	descCapRel     = prometheus.NewDesc("tollgate_handover_capped_releases_total", "Releases of the old process's connections to servers with a maxConn, per direction (received|forwarded).", []string{"direction"}, nil)
+	descUnrouted   = prometheus.NewDesc("tollgate_handover_unrouted_connections", "Connections accepted and not yet routed at a handover, handed to the new process to route, per direction (received|sent|lost: could not be sent, reset).", []string{"direction"}, nil)
 )
 
 // upgradeCollector reads a process's upgrade.Stats at scrape time.
 type upgradeCollector struct{ s *upgrade.Stats }
 
 func (c upgradeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGeneration, descUpgrades, descHandover, descHandKeys, descReleases, descOutstand, descAtEnd, descCapConns, descCapRel} {
+	for _, d := range []*prometheus.Desc{descGeneration, descUpgrades, descHandover, descHandKeys, descReleases, descOutstand, descAtEnd, descCapConns, descCapRel, descUnrouted} {
 		ch <- d
 	}
 }
@@ -268,4 +269,7 @@ func (c upgradeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descCapConns, s.CapConnectionsSent.Load(), "sent")
 	counter(descCapRel, s.CapReleasesReceived.Load(), "received")
 	counter(descCapRel, s.CapReleasesForwarded.Load(), "forwarded")
+	gauge(descUnrouted, s.UnroutedReceived.Load(), "received")
+	gauge(descUnrouted, s.UnroutedSent.Load(), "sent")
+	gauge(descUnrouted, s.UnroutedLost.Load(), "lost")
 }

@@ -199,6 +199,34 @@ func (e *EntryPoint) SetTable(t *Table) {
 // unrouted connections (before a byte is read) and read first on the loop.
 func (e *EntryPoint) serveAccepted(l *loop, fd int, peer netip.AddrPort) {
 	e.accepted.Add(1)
+	e.serve(e.newConn(l, fd, peer), nil)
+}
+
+// serve routes a new connection at once when the entry point needs no byte
+// to route it (read, what was read from it already, goes to the backend
+// first), or starts reading it; it reports whether it is being read.
+func (e *EntryPoint) serve(rc *rconn, read []byte) bool {
+	c, t := &rc.c, rc.table
+	if !e.ppEnabled && !t.peek {
+		if len(read) > 0 {
+			c.Peeked = read
+		}
+		e.route(c, t) // routing and middlewares never block; the dial does not either
+		return false
+	}
+	held, ok, gently := e.admitUnrouted(c)
+	if !ok {
+		c.Refuse(tcp.Gently(gently))
+		return false
+	}
+	rc.held = held
+	e.startPreroute(rc, t)
+	return rc.state == statePreroute
+}
+
+// newConn files a connection on client socket fd on loop l, with the
+// entry point's current table.
+func (e *EntryPoint) newConn(l *loop, fd int, peer netip.AddrPort) *rconn {
 	rc := &rconn{l: l, ep: e, cfd: fd, bfd: -1, timerIdx: -1}
 	c := &rc.c
 	c.Sock, c.Client, c.EntryPoint = rc, peer, e.name
@@ -210,19 +238,8 @@ func (e *EntryPoint) serveAccepted(l *loop, fd int, peer netip.AddrPort) {
 	l.slotFor(rc)
 	e.live.Add(1)
 	c.Defer(e)
-	t := e.table.Load()
-	rc.table = t
-	if !e.ppEnabled && !t.peek {
-		e.route(c, t) // routing and middlewares never block; the dial does not either
-		return
-	}
-	held, ok, gently := e.admitUnrouted(c)
-	if !ok {
-		c.Refuse(tcp.Gently(gently))
-		return
-	}
-	rc.held = held
-	e.startPreroute(rc, t)
+	rc.table = e.table.Load()
+	return rc
 }
 
 // startPreroute starts reading what the client sends before routing: the

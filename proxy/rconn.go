@@ -61,6 +61,7 @@ type connState uint8
 const (
 	stateRouting   connState = iota // accepted; in the router's chain
 	statePreroute                   // reading the PROXY header / ClientHello
+	stateParked                     // ... not now: being handed to a new process (handoff.go)
 	stateQueued                     // waiting for a capped server's slot
 	stateResolving                  // looking up a backend host name
 	stateDialing                    // connecting to the backend
@@ -256,7 +257,7 @@ func (rc *rconn) abort() {
 	case stateQueued:
 		rc.lb.cap.leave(rc)
 		rc.end(true)
-	case statePreroute, stateRouting:
+	case statePreroute, stateParked, stateRouting:
 		rc.c.Reject()
 	}
 }
@@ -312,11 +313,15 @@ func (rc *rconn) decide() {
 		return
 	case preAnswer:
 		// PostgreSQL's SSLRequest (postgres.go): one byte on a socket that
-		// has sent nothing yet; a socket that cannot take it is refused.
-		if n, err := unix.Write(rc.cfd, []byte{rc.pre.answer}); n != 1 {
+		// has sent nothing yet; a socket that cannot take it is refused. A
+		// connection handed over from another process was answered there.
+		if rc.pre.replay > 0 {
+			rc.pre.replay--
+		} else if n, err := unix.Write(rc.cfd, []byte{rc.pre.answer}); n != 1 {
 			rc.prerouteFailed(fmt.Errorf("answering a PostgreSQL SSLRequest: %v", err))
 			return
 		}
+		rc.pre.answered++
 		rc.decide()
 		return
 	}
@@ -357,8 +362,10 @@ type preroute struct {
 	pgSkip    int  // buf[hdrEnd:hdrEnd+pgSkip] are the requests answered
 	answer    byte // the byte to answer with, on preAnswer
 	ppDone    bool
-	hdrEnd    int  // buf[:hdrEnd] is the PROXY header
-	headerNow bool // the last step applied the header
+	hdrEnd    int   // buf[:hdrEnd] is the PROXY header
+	headerNow bool  // the last step applied the header
+	answered  uint8 // answers written to the client (preAnswer)
+	replay    uint8 // ... of which this many by the process that handed it over (handoff.go)
 }
 
 type preOutcome int

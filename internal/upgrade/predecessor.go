@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
 	"github.com/tollgate-proxy/tollgate/middleware/ratelimit"
 )
@@ -28,11 +30,12 @@ const helloTimeout = 10 * time.Second
 type Predecessor struct {
 	Hello Hello
 
-	conn *net.UnixConn
-	r    *bufio.Reader
-	w    *bufio.Writer
-	wmu  sync.Mutex // w: Run's grants and relayed ones
-	st   *Stats
+	conn  *net.UnixConn
+	conns connChannel // the connection channel (conns.go); fd -1 when none
+	r     *bufio.Reader
+	w     *bufio.Writer
+	wmu   sync.Mutex // w: Run's grants and relayed ones
+	st    *Stats
 	// ready is what this process said it reads (Ready).
 	ready Ready
 
@@ -65,7 +68,7 @@ func Inherit(fd int, st *Stats) (*Predecessor, error) {
 		nc.Close()
 		return nil, fmt.Errorf("%s=%d: not a unix socket", EnvFD, fd)
 	}
-	p := &Predecessor{conn: conn, st: st, r: bufio.NewReaderSize(conn, 64<<10), w: bufio.NewWriterSize(conn, 64<<10), done: make(chan struct{})}
+	p := &Predecessor{conn: conn, conns: connChannel{fd: -1}, st: st, r: bufio.NewReaderSize(conn, 64<<10), w: bufio.NewWriterSize(conn, 64<<10), done: make(chan struct{})}
 	_ = conn.SetReadDeadline(time.Now().Add(helloTimeout))
 	typ, b, err := readFrame(p.r)
 	if err == nil && typ != msgHello {
@@ -79,6 +82,10 @@ func Inherit(fd int, st *Stats) (*Predecessor, error) {
 		return nil, fmt.Errorf("state channel: %w", err)
 	}
 	_ = conn.SetReadDeadline(time.Time{})
+	if fd := p.Hello.ConnsFD; fd != 0 {
+		unix.CloseOnExec(fd)
+		p.conns.fd = fd
+	}
 	st.Generation.Store(p.Hello.Generation)
 	st.PredecessorPID.Store(int64(p.Hello.PID))
 	return p, nil
@@ -91,6 +98,7 @@ func (p *Predecessor) Fail(err error) {
 	_ = p.w.Flush()
 	p.wmu.Unlock()
 	p.conn.Close()
+	p.conns.close()
 }
 
 // Ready tells the old process this one is ready, and which snapshot
@@ -98,6 +106,11 @@ func (p *Predecessor) Fail(err error) {
 func (p *Predecessor) Ready(r Ready) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	if p.conns.fd < 0 {
+		r.Connections = false // none offered
+	} else if !r.Connections {
+		p.conns.close()
+	}
 	p.ready = r
 	return writeJSON(p.w, msgReady, r)
 }

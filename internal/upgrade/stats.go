@@ -3,7 +3,8 @@
 // command line with its listening sockets and a state channel (a
 // socketpair), waits until it is ready, stops accepting, hands over every
 // inFlightConn limiter's counts, every rateLimit limiter's buckets and every
-// capped server's count, and forwards the release of each of its
+// capped server's count, hands over the connections it accepted and had not
+// yet routed (their sockets), and forwards the release of each of its
 // connections as it ends, so that the per-client limits and the servers'
 // maxConn stay one budget across both processes. It also speaks
 // systemd's notify protocol.
@@ -38,6 +39,9 @@ type Stats struct {
 	// the import, and the releases received since.
 	CapConnections      atomic.Int64
 	CapReleasesReceived atomic.Int64
+	// Connections the predecessor had accepted and not routed, adopted
+	// here (the connection channel).
+	UnroutedReceived atomic.Int64
 
 	// Sent: what this process handed to its successor.
 	Sent              Counts
@@ -49,6 +53,10 @@ type Stats struct {
 	// releases forwarded since.
 	CapConnectionsSent   atomic.Int64
 	CapReleasesForwarded atomic.Int64
+	// Connections accepted and not routed here, handed to the successor;
+	// and those it could not be given (closed).
+	UnroutedSent atomic.Int64
+	UnroutedLost atomic.Int64
 
 	Attempts  atomic.Int64
 	Failures  atomic.Int64
@@ -94,6 +102,9 @@ type ReceivedView struct {
 	// against the caps here, and the releases of them received.
 	CapConnections      int64 `json:"capConnections"`
 	CapReleasesReceived int64 `json:"capReleasesReceived"`
+	// Connections the predecessor accepted and had not routed at the
+	// handover, routed here.
+	Unrouted int64 `json:"unrouted"`
 }
 
 // SentView is what this process handed to its successor.
@@ -106,6 +117,10 @@ type SentView struct {
 	// successor counts, and the releases of them forwarded.
 	CapConnections       int64 `json:"capConnections"`
 	CapReleasesForwarded int64 `json:"capReleasesForwarded"`
+	// Connections accepted and not yet routed at the handover, handed to
+	// the successor to route; lost: those it could not be given (closed).
+	Unrouted     int64 `json:"unrouted"`
+	UnroutedLost int64 `json:"unroutedLost"`
 }
 
 // CountsView is a snapshot's size.
@@ -141,12 +156,14 @@ func (s *Stats) View(pid int, state string) View {
 			ReleasesUnmatched: s.ReleasesUnmatched.Load(), AcquiresAnswered: s.AcquiresAnswered.Load(),
 			Outstanding: s.Outstanding.Load(), ReleasedAtEnd: s.ReleasedAtEnd.Load(),
 			PredecessorDone: s.PredecessorDone.Load(), PredecessorLost: s.PredecessorLost.Load(),
-			CapConnections: s.CapConnections.Load(), CapReleasesReceived: s.CapReleasesReceived.Load()}
+			CapConnections: s.CapConnections.Load(), CapReleasesReceived: s.CapReleasesReceived.Load(),
+			Unrouted: s.UnroutedReceived.Load()}
 	}
 	if v.SuccessorPID != 0 {
 		v.Sent = &SentView{CountsView: s.Sent.view(), ReleasesForwarded: s.ReleasesForwarded.Load(),
 			AcquiresAsked: s.AcquiresAsked.Load(), AcquiresGranted: s.AcquiresGranted.Load(),
-			CapConnections: s.CapConnectionsSent.Load(), CapReleasesForwarded: s.CapReleasesForwarded.Load()}
+			CapConnections: s.CapConnectionsSent.Load(), CapReleasesForwarded: s.CapReleasesForwarded.Load(),
+			Unrouted: s.UnroutedSent.Load(), UnroutedLost: s.UnroutedLost.Load()}
 	}
 	return v
 }

@@ -81,9 +81,13 @@ func TakeEnv() (int, error) {
 type Successor struct {
 	cmd  *exec.Cmd
 	conn *net.UnixConn
-	r    *bufio.Reader
-	w    *bufio.Writer
-	st   *Stats
+	// conns is the connection channel (conns.go); connsOK: the new
+	// process said it reads it.
+	conns   *connChannel
+	connsOK bool
+	r       *bufio.Reader
+	w       *bufio.Writer
+	st      *Stats
 
 	exited  chan struct{} // closed when the process has ended
 	exitErr error
@@ -125,11 +129,19 @@ func Start(c Command, hello Hello, files []*os.File, st *Stats) (*Successor, err
 		return nil, fmt.Errorf("state channel: %w", err)
 	}
 	conn := nc.(*net.UnixConn)
+	conns, theirConns, err := newConnChannel()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	defer theirConns.Close()
 	extra := []*os.File{theirs}
 	for i, f := range files {
 		hello.Listeners[i].FD = channelFD + 1 + i
 		extra = append(extra, f)
 	}
+	hello.ConnsFD = channelFD + 1 + len(files)
+	extra = append(extra, theirConns)
 	cmd := &exec.Cmd{
 		Path:       c.Path,
 		Args:       c.Args,
@@ -150,10 +162,11 @@ func Start(c Command, hello Hello, files []*os.File, st *Stats) (*Successor, err
 	}
 	if err != nil {
 		conn.Close()
+		conns.close()
 		return nil, fmt.Errorf("starting %s: %w", c.Path, err)
 	}
 	s := &Successor{
-		cmd: cmd, conn: conn, st: st,
+		cmd: cmd, conn: conn, conns: conns, st: st,
 		r: bufio.NewReaderSize(conn, 64<<10), w: bufio.NewWriterSize(conn, 64<<10),
 		exited: make(chan struct{}), ready: make(chan Ready, 1), failed: make(chan string, 1),
 		started: make(chan Started, 1), gone: make(chan struct{}),
@@ -355,6 +368,7 @@ func (s *Successor) Kill() {
 	<-s.exited
 	s.markDead()
 	s.conn.Close()
+	s.conns.close()
 	s.writerWG.Wait()
 }
 
@@ -371,6 +385,7 @@ func (s *Successor) Close() {
 	}
 	s.markDead()
 	s.conn.Close()
+	s.conns.close()
 }
 
 func (s *Successor) markDead() {
@@ -481,6 +496,7 @@ func (s *Successor) read() {
 				s.markDead()
 				return
 			}
+			s.connsOK = r.Connections // before WaitReady returns r
 			select {
 			case s.ready <- r:
 			default:

@@ -33,6 +33,9 @@ import (
 //	old -> new  bye       empty: every release was sent; the old process exits
 //	old -> new  caps      binary batch: (service, server) of capped-server connections that ended
 //	old -> new  capsTaken binary batch: (service, server) of capped-server connections it opened
+//
+// The connections the old process had not routed travel beside it, on the
+// connection channel (conns.go).
 const (
 	msgHello byte = iota + 1
 	msgReady
@@ -92,6 +95,9 @@ type Hello struct {
 	// Capacities: the old process sends its capped servers' counts, and
 	// their releases, to a new process that reads them (Ready.Capacities).
 	Capacities bool `json:"capacities,omitempty"`
+	// ConnsFD is the connection channel's descriptor in the new process
+	// (conns.go); 0 from a tollgate from before connections were handed over.
+	ConnsFD int `json:"connsFd,omitempty"`
 }
 
 // Ready is the new process's "configuration applied, not accepting".
@@ -107,6 +113,9 @@ type Ready struct {
 	// Capacities: this process reads the capped servers' counts and their
 	// releases (Snapshot.WithCaps, the caps message).
 	Capacities bool `json:"capacities,omitempty"`
+	// Connections: this process adopts the connections the old one had
+	// not routed, from the connection channel (Hello.ConnsFD).
+	Connections bool `json:"connections,omitempty"`
 }
 
 // Started is the new process's "accepting".
@@ -199,6 +208,15 @@ func decodeHello(b []byte) (Hello, error) {
 			return h, fmt.Errorf("%w: hello: listener %q on descriptor %d", errFrame, l.Name, l.FD)
 		}
 		seen[l.Name] = true
+	}
+	if h.ConnsFD != 0 {
+		taken := h.ConnsFD < 3 || h.ConnsFD > 1<<20
+		for _, l := range h.Listeners {
+			taken = taken || l.FD == h.ConnsFD
+		}
+		if taken {
+			return h, fmt.Errorf("%w: hello: connection channel on descriptor %d", errFrame, h.ConnsFD)
+		}
 	}
 	return h, nil
 }
