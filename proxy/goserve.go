@@ -34,6 +34,7 @@ type gconn struct {
 	raw    *net.TCPConn // the client socket
 	stream net.Conn     // what the client's bytes are read from: raw, or the TLS connection
 	began  time.Time
+	pg     bool // the client asked for TLS with a PostgreSQL SSLRequest (postgres.go)
 
 	mu      sync.Mutex
 	closed  bool          // abort ran: every socket is closed, new ones are closed at once
@@ -123,7 +124,7 @@ func detach(rc *rconn) *gconn {
 		return nil
 	}
 	raw := nc.(*net.TCPConn)
-	g := &gconn{c: c, ep: rc.ep, raw: raw, stream: raw, stop: make(chan struct{})}
+	g := &gconn{c: c, ep: rc.ep, raw: raw, stream: raw, pg: rc.pre.pgTLS, stop: make(chan struct{})}
 	c.Sock, c.TCP = g, raw
 	rc.buf = nil
 	return g
@@ -389,7 +390,8 @@ func (g *gconn) watchClose() (gone <-chan struct{}, unwatch func()) {
 }
 
 // dialGo connects to srv with the service's transport: the PROXY header
-// first when configured, then TLS when the server is dialled with it. A
+// first when configured, then TLS when the server is dialled with it
+// (after a PostgreSQL SSLRequest when the client started with one). A
 // backend certificate that does not verify is an error saying why.
 func (lb *loadBalancer) dialGo(g *gconn, srv *server) (net.Conn, error) {
 	d := net.Dialer{Timeout: lb.dialTimeout, KeepAlive: lb.keepAlive}
@@ -413,6 +415,15 @@ func (lb *loadBalancer) dialGo(g *gconn, srv *server) (net.Conn, error) {
 	}
 	if !srv.tls {
 		return b, nil
+	}
+	if g.pg {
+		// A PostgreSQL server takes TLS only after an SSLRequest, as the
+		// client asked tollgate (postgres.go).
+		if err := pgStartTLS(b, lb.dialTimeout); err != nil {
+			_ = b.Close()
+			lb.counters.TLSErrors.Add(1)
+			return nil, &backendTLSError{err}
+		}
 	}
 	cfg := lb.tlsConf
 	if cfg == nil {

@@ -1,6 +1,12 @@
 package proxy
 
-import "bytes"
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
 
 // PostgreSQL STARTTLS (README, "TLS termination"). A PostgreSQL client
 // that wants TLS first sends an SSLRequest (8 bytes: length 8, code
@@ -17,7 +23,10 @@ import "bytes"
 // the loop sends the backend an SSLRequest of its own, and only when the
 // backend answers 'S' does the client's ClientHello follow (rconn.pgAsk);
 // any other answer, or none within the dial timeout, closes the connection.
-// Traefik does the same.
+// Traefik does the same. A server dialled with `tls` (a servers transport
+// re-encrypting to a PostgreSQL with ssl on) is asked the same way before
+// tollgate's own handshake with it (pgStartTLS), whether the router
+// terminates the client's TLS or passes it through.
 
 var (
 	pgSSLRequest    = []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}
@@ -48,4 +57,22 @@ func pgPreamble(buf []byte) pgKind {
 		return pgSSL
 	}
 	return pgGSSENC
+}
+
+// pgStartTLS asks a PostgreSQL server for TLS on b: an SSLRequest, and 'S'
+// back within timeout. Any other answer, or none, is an error saying so.
+func pgStartTLS(b net.Conn, timeout time.Duration) error {
+	_ = b.SetDeadline(time.Now().Add(timeout))
+	defer func() { _ = b.SetDeadline(time.Time{}) }()
+	if _, err := b.Write(pgSSLRequest); err != nil {
+		return fmt.Errorf("PostgreSQL SSLRequest: %w", err)
+	}
+	var a [1]byte
+	if _, err := io.ReadFull(b, a[:]); err != nil {
+		return fmt.Errorf("PostgreSQL SSLRequest: no answer: %w", err)
+	}
+	if a[0] != 'S' {
+		return fmt.Errorf("PostgreSQL SSLRequest answered %q: the server does not take TLS", a[0])
+	}
+	return nil
 }

@@ -423,3 +423,97 @@ func TestPostgresSTARTTLSPassthrough(t *testing.T) {
 		t.Errorf("the backend answering 'N' read %q first", got)
 	}
 }
+
+// Acceptance: psql with sslmode=require through a router that terminates
+// TLS, to a real PostgreSQL with ssl on dialled with `tls` by a servers
+// transport: tollgate asks that server for TLS with an SSLRequest of its
+// own, verifies its certificate, and the server sees an encrypted
+// connection. Behind the same transport, a server without ssl refuses the
+// request, and nothing reaches it in the clear.
+func TestPostgresReencrypts(t *testing.T) {
+	bin := needPostgres(t)
+	ca := newTestCA(t)
+	_, edgeCert, edgeKey := ca.issue(t, leafOpts{}, "db1.example")
+	_, srvCert, srvKey := ca.issue(t, leafOpts{}, "pg.internal")
+	pg1, pg2 := startPostgres(t, bin, "db1", srvCert, srvKey), startPostgres(t, bin, "db2")
+	tr := &config.TCPServersTransport{TLS: &config.TLSClientConfig{ServerName: "pg.internal",
+		RootCAs: []config.FileOrContent{config.FileOrContent(ca.caFile(t))}}}
+	s := newServerWith(t, nil, "pg")
+	mustEnabled(t, s.Apply(&config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"db1@file": terminating("HostSNI(`db1.example`)", "pg1@file", ""),
+			"db2@file": terminating("HostSNI(`db2.example`)", "pg2@file", ""),
+		},
+		Services:          map[string]*config.TCPService{"pg1@file": tlsService(pg1, "tr@file"), "pg2@file": tlsService(pg2, "tr@file")},
+		ServersTransports: map[string]*config.TCPServersTransport{"tr@file": tr},
+		TLS:               &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(edgeCert, edgeKey)}},
+	}))
+	got, err := psqlThrough(t, s.addr("pg"), "db1.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "db1 true" {
+		t.Errorf("db1.example: server said %q, want %q (its name; TLS on its side too)", got, "db1 true")
+	}
+	if got, err := psqlThrough(t, s.addr("pg"), "db2.example"); err == nil {
+		t.Errorf("psql through a tls servers transport to a server without ssl succeeded: %q", got)
+	}
+	if n := s.State().ServiceCounters("pg2@file").TLSErrors.Load(); n != 1 {
+		t.Errorf("pg2@file: TLS errors = %d, want 1 (its 'N')", n)
+	}
+}
+
+// The backend side of re-encryption without a PostgreSQL: the server is
+// sent an SSLRequest before tollgate's handshake, and one answering 'N' or
+// nothing within the dial timeout is a TLS error; the client is closed.
+func TestPostgresReencryptAsksFirst(t *testing.T) {
+	ca := newTestCA(t)
+	_, edgeCert, edgeKey := ca.issue(t, leafOpts{}, "db.example")
+	srvKP, _, _ := ca.issue(t, leafOpts{}, "pg.internal")
+	yes := startPgTLSBackend(t, srvKP, 'S', false, "Y")
+	no := startPgTLSBackend(t, srvKP, 'N', false, "N")
+	mute := startPgTLSBackend(t, srvKP, 0, false, "M")
+	caFile := config.FileOrContent(ca.caFile(t))
+	tr := func(d time.Duration) *config.TCPServersTransport {
+		return &config.TCPServersTransport{DialTimeout: config.Duration(d),
+			TLS: &config.TLSClientConfig{ServerName: "pg.internal", RootCAs: []config.FileOrContent{caFile}}}
+	}
+	eps := []string{"yes", "no", "mute"}
+	s := newServerWith(t, nil, eps...)
+	routers := map[string]*config.TCPRouter{}
+	for _, ep := range eps {
+		r := terminating("HostSNI(`db.example`)", ep+"@file", "")
+		r.EntryPoints = []string{ep}
+		routers[ep+"@file"] = r
+	}
+	mustEnabled(t, s.Apply(&config.TCPConfiguration{
+		Routers: routers,
+		Services: map[string]*config.TCPService{"yes@file": tlsService(yes.addr, "tr@file"),
+			"no@file": tlsService(no.addr, "tr@file"), "mute@file": tlsService(mute.addr, "short@file")},
+		ServersTransports: map[string]*config.TCPServersTransport{"tr@file": tr(5 * time.Second), "short@file": tr(300 * time.Millisecond)},
+		TLS:               &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(edgeCert, edgeKey)}},
+	}))
+	c := tls.Client(pgDial(t, s.addr("yes")), &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if got := greetTLS(t, c); got != "Y" {
+		t.Errorf("reached %q, want the backend that agreed to TLS", got)
+	}
+	if got := <-yes.before; got != "ssl" {
+		t.Errorf("the backend read %q before its handshake, want %q", got, "ssl")
+	}
+	for _, ep := range []string{"no", "mute"} {
+		c := tls.Client(pgDial(t, s.addr(ep)), &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
+		if err := c.Handshake(); err != nil {
+			t.Fatalf("%s: the client's handshake with tollgate: %v", ep, err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%s: the client read %d bytes, %v; want the connection closed", ep, n, err)
+		}
+		if n := s.State().ServiceCounters(ep + "@file").TLSErrors.Load(); n != 1 {
+			t.Errorf("%s: TLS errors = %d, want 1", ep, n)
+		}
+	}
+}
