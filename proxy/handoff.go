@@ -3,6 +3,8 @@ package proxy
 import (
 	"fmt"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -47,16 +49,16 @@ func (s *Server) Park(entryPoints []string) int {
 			eps[ep] = true
 		}
 	}
-	n := 0
+	var n atomic.Int64 // the loops run this at once
 	s.engine.each(func(l *loop) {
 		for _, rc := range l.conns {
 			if rc != nil && rc.state == statePreroute && eps[rc.ep] {
 				rc.park()
-				n++
+				n.Add(1)
 			}
 		}
 	})
-	return n
+	return int(n.Load())
 }
 
 // Unpark puts the parked connections back in their loops: they are read and
@@ -76,11 +78,15 @@ func (s *Server) Unpark() {
 // socket from then on. give runs on the caller's goroutine, after the loops
 // have let go of them.
 func (s *Server) HandOff(give func(Handed)) int {
+	var mu sync.Mutex // the loops run this at once
 	var hs []Handed
 	s.engine.each(func(l *loop) {
 		for _, rc := range l.conns {
 			if rc != nil && rc.state == stateParked {
-				hs = append(hs, rc.handOff())
+				h := rc.handOff()
+				mu.Lock()
+				hs = append(hs, h)
+				mu.Unlock()
 			}
 		}
 	})
