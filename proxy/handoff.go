@@ -169,6 +169,13 @@ func (rc *rconn) handOff() Handed {
 // serveHanded is serveAccepted for a connection another process accepted.
 func (e *EntryPoint) serveHanded(l *loop, h Handed, peer netip.AddrPort) {
 	rc := e.newConn(l, h.FD, peer)
+	if h.Answered > 0 && !rc.table.starttls {
+		// Told 'S' for a TLS route this configuration no longer has on the
+		// entry point: nothing here can give it the handshake it expects.
+		e.log.Debug().Str("client_ip", peer.Addr().String()).Msg("handed connection answered for PostgreSQL TLS, which this entry point no longer routes: reset")
+		rc.c.Refuse(false)
+		return
+	}
 	if !e.serve(rc, h.Read) {
 		return
 	}

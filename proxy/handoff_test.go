@@ -65,6 +65,26 @@ func TestHandOffAfterSSLRequest(t *testing.T) {
 	if got := next.EntryPoint("pg").Open(); got != 1 {
 		t.Errorf("the adopting server counts %d open connections, want 1", got)
 	}
+
+	// Handed to a server whose configuration has no TLS route any more:
+	// the client, told 'S', cannot be served there, and is reset.
+	plain := newServerWith(t, nil, "pg")
+	mustEnabled(t, plain.Apply(&config.TCPConfiguration{
+		Routers:  map[string]*config.TCPRouter{"any@file": {Rule: "HostSNI(`*`)", Service: "db1@file"}},
+		Services: map[string]*config.TCPService{"db1@file": lbConfig(db.addr)},
+	}))
+	old2 := newServerWith(t, nil, "pg")
+	mustEnabled(t, old2.Apply(conf))
+	raw = pgDial(t, old2.addr("pg"))
+	handOver(t, old2, "pg", func(h Handed) {
+		if err := plain.Adopt(h); err != nil {
+			t.Error(err)
+		}
+	})
+	_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := raw.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the client told 'S' and handed to a server without TLS routes read %v, want a reset", err)
+	}
 }
 
 // A PROXY header cut in two by the handover is completed and applied where
