@@ -222,6 +222,12 @@ func (s *Successor) WaitReady(timeout time.Duration) (Ready, error) {
 
 func (s *Successor) exitError() error {
 	<-s.exited
+	// Its channel ends with it: a reason it wrote before exiting is read
+	// by then.
+	select {
+	case <-s.gone:
+	case <-time.After(time.Second):
+	}
 	select {
 	case why := <-s.failed:
 		return fmt.Errorf("the new process (PID %d) failed: %s", s.PID(), why)
