@@ -212,6 +212,73 @@ func TestUpgradeUnderLoadRefusesNothing(t *testing.T) {
 	}
 }
 
+// Clients that send their PROXY header in two parts, 15 ms apart, through
+// an upgrade: those caught between the parts are handed to the new process,
+// which reads the rest and routes them; none fails.
+func TestUpgradeUnderLoadHandsOverSlowHeaders(t *testing.T) {
+	g, ep, _ := startUpgradable(t, "", 1000, "--entryPoints.db.proxyProtocol.trustedIPs=127.0.0.1/32",
+		"--entryPoints.db.transport.respondingTimeouts.serverFirstTimeout=0")
+	slow := func(w int) error {
+		c, err := net.DialTimeout("tcp", ep, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := io.WriteString(c, "PROXY TCP4 10.5.5."); err != nil {
+			return err
+		}
+		time.Sleep(15 * time.Millisecond)
+		if _, err := fmt.Fprintf(c, "%d 127.0.0.1 1111 2222\r\nping\n", w+1); err != nil {
+			return err
+		}
+		got := make([]byte, 5)
+		if _, err := io.ReadFull(c, got); err != nil || string(got) != "ping\n" {
+			return fmt.Errorf("echo %q: %v", got, err)
+		}
+		return nil
+	}
+	var ok, failed atomic.Int64
+	var firstErr atomic.Pointer[string]
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			deadline := time.Now().Add(30 * time.Second) // bounded, whatever happens
+			for i := 0; i < 5000 && time.Now().Before(deadline); i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := slow(w); err != nil {
+					failed.Add(1)
+					msg := err.Error()
+					firstErr.CompareAndSwap(nil, &msg)
+				} else {
+					ok.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // load before the upgrade
+	r := mustUpgrade(t, g.API)
+	itest.StopAtCleanup(t, r.PID)
+	time.Sleep(300 * time.Millisecond) // load after it
+	close(stop)
+	wg.Wait()
+	v := processView(t, g.API)
+	t.Logf("%d connections, %d failed, %d handed over unrouted", ok.Load(), failed.Load(), v.Received.Unrouted)
+	if failed.Load() != 0 {
+		t.Fatalf("%d connections failed through the upgrade; first: %s", failed.Load(), *firstErr.Load())
+	}
+	if v.PID != r.PID || v.Received.Unrouted == 0 {
+		t.Fatalf("the new process's view %+v: no connection was handed over between its header's parts", v.Received)
+	}
+}
+
 // echoOnce connects from src, writes a line and reads it back, within 2 s.
 func echoOnce(addr, src string) error {
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
