@@ -318,7 +318,8 @@ func (u *upgrader) upgrade() (upgrade.Result, error) {
 	notify(u.log, fmt.Sprintf("MAINPID=%d\nREADY=1", started.PID))
 	u.handedOver <- succ
 	return upgrade.Result{PID: succ.PID(), Generation: gen, PreviousPID: os.Getpid(),
-		Limiters: u.stats.Sent.Limiters.Load(), Keys: u.stats.Sent.Keys.Load(), Connections: u.stats.Sent.Connections.Load()}, nil
+		Limiters: u.stats.Sent.Limiters.Load(), Keys: u.stats.Sent.Keys.Load(), Connections: u.stats.Sent.Connections.Load(),
+		Unrouted: u.stats.UnroutedSent.Load()}, nil
 }
 
 // handOff gives the new process, which accepts now, the connections parked

@@ -264,18 +264,24 @@ func TestUpgradeUnderLoadHandsOverSlowHeaders(t *testing.T) {
 		}()
 	}
 	time.Sleep(300 * time.Millisecond) // load before the upgrade
-	r := mustUpgrade(t, g.API)
-	itest.StopAtCleanup(t, r.PID)
+	out, err := exec.Command(itest.Binary(t), "upgrade", "--api.address="+g.API).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tollgate upgrade: %v: %s", err, out)
+	}
+	v := processView(t, g.API)
+	itest.StopAtCleanup(t, v.PID)
 	time.Sleep(300 * time.Millisecond) // load after it
 	close(stop)
 	wg.Wait()
-	v := processView(t, g.API)
-	t.Logf("%d connections, %d failed, %d handed over unrouted", ok.Load(), failed.Load(), v.Received.Unrouted)
+	t.Logf("%d connections, %d failed, %d handed over unrouted; tollgate upgrade said %q", ok.Load(), failed.Load(), v.Received.Unrouted, out)
 	if failed.Load() != 0 {
 		t.Fatalf("%d connections failed through the upgrade; first: %s", failed.Load(), *firstErr.Load())
 	}
-	if v.PID != r.PID || v.Received.Unrouted == 0 {
+	if v.PID == g.PID() || v.Received.Unrouted == 0 {
 		t.Fatalf("the new process's view %+v: no connection was handed over between its header's parts", v.Received)
+	}
+	if want := fmt.Sprintf("; %d not yet routed moved to it", v.Received.Unrouted); !strings.Contains(string(out), want) {
+		t.Fatalf("tollgate upgrade said %q, want it to end with %q", out, want)
 	}
 }
 

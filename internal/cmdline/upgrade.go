@@ -84,10 +84,15 @@ func postUpgrade(addr string) (string, error) {
 		Generation       uint64
 		Connections      int64
 		Keys             int64
+		Unrouted         int64
 	}
 	if err := json.Unmarshal(body, &r); err != nil {
 		return "", fmt.Errorf("POST %s: %w", url, err)
 	}
-	return fmt.Sprintf("upgraded: PID %d (generation %d) serves; PID %d drains; %d connections of %d clients handed over",
-		r.PID, r.Generation, r.PreviousPID, r.Connections, r.Keys), nil
+	out := fmt.Sprintf("upgraded: PID %d (generation %d) serves; PID %d drains; %d connections of %d clients handed over",
+		r.PID, r.Generation, r.PreviousPID, r.Connections, r.Keys)
+	if r.Unrouted > 0 {
+		out += fmt.Sprintf("; %d not yet routed moved to it", r.Unrouted)
+	}
+	return out, nil
 }

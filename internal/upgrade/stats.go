@@ -177,6 +177,9 @@ type Result struct {
 	Limiters    int64 `json:"limiters"`
 	Keys        int64 `json:"keys"`
 	Connections int64 `json:"connections"`
+	// Unrouted: connections not yet routed, moved to the new process with
+	// their sockets.
+	Unrouted int64 `json:"unrouted"`
 }
 
 // ErrBusy: an upgrade is already under way, or this process has handed over.
