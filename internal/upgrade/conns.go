@@ -34,6 +34,10 @@ const maxConnRecord = 64 << 10
 // does not hold the old one.
 const sendTimeout = 5 * time.Second
 
+// maxWait bounds a record's deadlines: longer ones are sent as this (a
+// year), so that any configured readTimeout crosses.
+const maxWait = 365 * 24 * time.Hour
+
 // Conn is one handed connection's record (its socket travels beside it).
 type Conn struct {
 	EntryPoint string
@@ -53,8 +57,8 @@ func encodeConn(c Conn) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(c.EntryPoint)))
 	b = append(b, c.EntryPoint...)
 	b = append(b, byte(c.Answered))
-	b = binary.BigEndian.AppendUint64(b, uint64(c.Deadline))
-	b = binary.BigEndian.AppendUint64(b, uint64(c.Silent))
+	b = binary.BigEndian.AppendUint64(b, uint64(min(c.Deadline, maxWait)))
+	b = binary.BigEndian.AppendUint64(b, uint64(min(c.Silent, maxWait)))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(c.Read)))
 	b = append(b, c.Read...)
 	if len(b) > maxConnRecord {
@@ -78,7 +82,7 @@ func decodeConn(b []byte) (Conn, error) {
 		return Conn{}, fmt.Errorf("%w: handed connection record cut short", errFrame)
 	case len(r.b) > 0:
 		return Conn{}, fmt.Errorf("%w: %d bytes after a handed connection record", errFrame, len(r.b))
-	case c.EntryPoint == "" || d > uint64(time.Hour) || s > uint64(time.Hour):
+	case c.EntryPoint == "" || d > uint64(maxWait) || s > uint64(maxWait):
 		return Conn{}, fmt.Errorf("%w: handed connection record: entry point %q, deadline %d ns, silent %d ns", errFrame, c.EntryPoint, d, s)
 	}
 	c.Deadline, c.Silent = time.Duration(d), time.Duration(s)
@@ -133,7 +137,7 @@ func (s *Successor) SendConn(c Conn, fd int) error {
 		return errors.New("connection channel closed")
 	}
 	for {
-		err = unix.Sendmsg(s.conns.fd, b, unix.UnixRights(fd), nil, 0)
+		err = unix.Sendmsg(s.conns.fd, b, unix.UnixRights(fd), nil, unix.MSG_NOSIGNAL)
 		if err != unix.EINTR {
 			break
 		}

@@ -18,12 +18,14 @@ func TestConnRecordRoundTrip(t *testing.T) {
 		{EntryPoint: "db", Read: []byte("PROXY TCP4 198.51."), Deadline: 2 * time.Second, Silent: time.Millisecond},
 		{EntryPoint: "pg", Read: []byte{0, 0, 0, 8, 4, 210, 22, 47}, Answered: 1},
 		{EntryPoint: "e"},
+		{EntryPoint: "long", Deadline: 10 * maxWait, Silent: 2 * maxWait}, // crosses, as maxWait
 	} {
 		b, err := encodeConn(c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, err := decodeConn(b)
+		c.Deadline, c.Silent = min(c.Deadline, maxWait), min(c.Silent, maxWait)
 		if err != nil || !reflect.DeepEqual(got, c) {
 			t.Fatalf("decoded %+v, %v; want %+v", got, err, c)
 		}
