@@ -143,6 +143,10 @@ func (s *Successor) SendConn(c Conn, fd int) error {
 		}
 	}
 	if err != nil {
+		// A channel that failed once (the new process gone, or not
+		// reading within sendTimeout) is given up: the rest fail at once.
+		_ = unix.Close(s.conns.fd)
+		s.conns.fd = -1
 		return fmt.Errorf("connection channel: %w", err)
 	}
 	s.st.UnroutedSent.Add(1)

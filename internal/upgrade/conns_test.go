@@ -161,3 +161,22 @@ func FuzzConnRecord(f *testing.F) {
 		}
 	})
 }
+
+// A channel whose new process is gone fails its first send, and is given up:
+// the rest fail without a send (none waits out the send timeout).
+func TestSendConnGivesUpOnAGoneChannel(t *testing.T) {
+	mine, theirs, err := newConnChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs.Close()
+	s := &Successor{conns: mine, connsOK: true, st: &Stats{}}
+	f, _ := os.Open(os.DevNull)
+	defer f.Close()
+	if err := s.SendConn(Conn{EntryPoint: "db"}, int(f.Fd())); err == nil {
+		t.Fatal("sent to a channel with no reader")
+	}
+	if err := s.SendConn(Conn{EntryPoint: "db"}, int(f.Fd())); err == nil || !strings.Contains(err.Error(), "channel closed") {
+		t.Fatalf("second send: %v, want the channel given up", err)
+	}
+}
