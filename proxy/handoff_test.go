@@ -203,3 +203,72 @@ func TestAdoptWithoutItsEntryPoint(t *testing.T) {
 		t.Fatalf("the client read %v, want a reset", err)
 	}
 }
+
+// splitConn writes its first Write in two parts and runs between them what
+// the test needs done while the peer has half of it.
+type splitConn struct {
+	net.Conn
+	between func()
+}
+
+func (c *splitConn) Write(b []byte) (int, error) {
+	if c.between == nil || len(b) < 2 {
+		return c.Conn.Write(b)
+	}
+	half := len(b) / 2
+	if _, err := c.Conn.Write(b[:half]); err != nil {
+		return 0, err
+	}
+	between := c.between
+	c.between = nil
+	between()
+	if _, err := c.Conn.Write(b[half:]); err != nil {
+		return half, err
+	}
+	return len(b), nil
+}
+
+// A ClientHello cut in two by the handover is completed where the
+// connection was handed, and its router there terminates TLS: the handshake
+// is with that server's certificate, and the backend is reached.
+func TestHandOffHalfAClientHello(t *testing.T) {
+	ca := newTestCA(t)
+	_, c1, k1 := ca.issue(t, leafOpts{}, "db.example")
+	be := startBackend(t, "B")
+	conf := &config.TCPConfiguration{
+		Routers:  map[string]*config.TCPRouter{"db@file": terminating("HostSNI(`db.example`)", "s@file", "")},
+		Services: map[string]*config.TCPService{"s@file": lbConfig(be.addr())},
+		TLS:      &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(c1, k1)}},
+	}
+	old, next := newServerWith(t, nil, "tls"), newServerWith(t, nil, "tls")
+	mustEnabled(t, old.Apply(conf))
+	mustEnabled(t, next.Apply(conf))
+	raw, err := net.DialTimeout("tcp", old.addr("tls"), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	handed := 0
+	sc := &splitConn{Conn: raw, between: func() {
+		waitFor(t, "half a ClientHello read on the old server", func() bool { return old.EntryPoint("tls").Open() == 1 })
+		handed = handOver(t, old, "tls", func(h Handed) {
+			if err := next.Adopt(h); err != nil {
+				t.Error(err)
+			}
+		})
+	}}
+	c := tls.Client(sc, &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := c.Handshake(); err != nil {
+		t.Fatalf("handshake after the handover: %v", err)
+	}
+	if handed != 1 {
+		t.Fatalf("handed %d connections, want 1", handed)
+	}
+	if got := greetTLS(t, c); got != "B" {
+		t.Errorf("reached %q, want the backend", got)
+	}
+	if n := next.State().TLSCounters("db@file").Handshakes.Load(); n != 1 {
+		t.Errorf("the adopting server's handshakes = %d, want 1", n)
+	}
+}
