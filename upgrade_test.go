@@ -133,32 +133,12 @@ func TestUpgradeUnderLoadRefusesNothing(t *testing.T) {
 	if len(held) != 3 {
 		t.Fatalf("%d of 3 held", len(held))
 	}
-	var ok, failed atomic.Int64
-	var firstErr atomic.Pointer[string]
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 2; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			deadline := time.Now().Add(30 * time.Second) // bounded, whatever happens
-			for i := 0; i < 20000 && time.Now().Before(deadline); i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err := echoOnce(ep, "127.0.0.6"); err != nil {
-					failed.Add(1)
-					msg := err.Error()
-					firstErr.CompareAndSwap(nil, &msg)
-				} else {
-					ok.Add(1)
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
-		}()
-	}
+	load := startLoad(2, 20000, func(int) error {
+		err := echoOnce(ep, "127.0.0.6")
+		time.Sleep(2 * time.Millisecond)
+		return err
+	})
+	stop, ok := load.stop, &load.ok
 	heldOK := make(chan error, 1)
 	go func() {
 		for {
@@ -190,15 +170,11 @@ func TestUpgradeUnderLoadRefusesNothing(t *testing.T) {
 	}
 	during := ok.Load() - before
 	time.Sleep(500 * time.Millisecond) // load after it
-	close(stop)
-	wg.Wait()
+	load.end(t, "round trips")
 	if err := <-heldOK; err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d round trips (%d from the upgrade command to its answer), %d failed", ok.Load(), during, failed.Load())
-	if failed.Load() != 0 {
-		t.Fatalf("%d connections failed through the upgrade; first: %s", failed.Load(), *firstErr.Load())
-	}
+	t.Logf("%d from the upgrade command to its answer", during)
 	if !itest.Running(g.PID()) {
 		t.Fatal("the old process exited while connections held through it were open")
 	}
@@ -238,31 +214,7 @@ func TestUpgradeUnderLoadHandsOverSlowHeaders(t *testing.T) {
 		}
 		return nil
 	}
-	var ok, failed atomic.Int64
-	var firstErr atomic.Pointer[string]
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			deadline := time.Now().Add(30 * time.Second) // bounded, whatever happens
-			for i := 0; i < 5000 && time.Now().Before(deadline); i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err := slow(w); err != nil {
-					failed.Add(1)
-					msg := err.Error()
-					firstErr.CompareAndSwap(nil, &msg)
-				} else {
-					ok.Add(1)
-				}
-			}
-		}()
-	}
+	load := startLoad(4, 5000, slow)
 	time.Sleep(300 * time.Millisecond) // load before the upgrade
 	out, err := exec.Command(itest.Binary(t), "upgrade", "--api.address="+g.API).CombinedOutput()
 	if err != nil {
@@ -271,17 +223,59 @@ func TestUpgradeUnderLoadHandsOverSlowHeaders(t *testing.T) {
 	v := processView(t, g.API)
 	itest.StopAtCleanup(t, v.PID)
 	time.Sleep(300 * time.Millisecond) // load after it
-	close(stop)
-	wg.Wait()
-	t.Logf("%d connections, %d failed, %d handed over unrouted; tollgate upgrade said %q", ok.Load(), failed.Load(), v.Received.Unrouted, out)
-	if failed.Load() != 0 {
-		t.Fatalf("%d connections failed through the upgrade; first: %s", failed.Load(), *firstErr.Load())
-	}
+	load.end(t, "connections")
+	t.Logf("%d handed over unrouted; tollgate upgrade said %q", v.Received.Unrouted, out)
 	if v.PID == g.PID() || v.Received.Unrouted == 0 {
 		t.Fatalf("the new process's view %+v: no connection was handed over between its header's parts", v.Received)
 	}
 	if want := fmt.Sprintf("; %d not yet routed moved to it", v.Received.Unrouted); !strings.Contains(string(out), want) {
 		t.Fatalf("tollgate upgrade said %q, want it to end with %q", out, want)
+	}
+}
+
+// clientLoad is n clients each calling once in a loop (at most count times
+// and 30 s, whatever happens) until end.
+type clientLoad struct {
+	ok, failed atomic.Int64
+	firstErr   atomic.Pointer[string]
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func startLoad(n, count int, once func(w int) error) *clientLoad {
+	l := &clientLoad{stop: make(chan struct{})}
+	for w := 0; w < n; w++ {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			deadline := time.Now().Add(30 * time.Second)
+			for i := 0; i < count && time.Now().Before(deadline); i++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				if err := once(w); err != nil {
+					l.failed.Add(1)
+					msg := err.Error()
+					l.firstErr.CompareAndSwap(nil, &msg)
+				} else {
+					l.ok.Add(1)
+				}
+			}
+		}()
+	}
+	return l
+}
+
+// end stops the clients and fails the test if any call failed.
+func (l *clientLoad) end(t *testing.T, what string) {
+	t.Helper()
+	close(l.stop)
+	l.wg.Wait()
+	t.Logf("%d %s, %d failed", l.ok.Load(), what, l.failed.Load())
+	if l.failed.Load() != 0 {
+		t.Fatalf("%d %s failed through the upgrade; first: %s", l.failed.Load(), what, *l.firstErr.Load())
 	}
 }
 

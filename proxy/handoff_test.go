@@ -143,9 +143,11 @@ func TestHandOffHalfAHeader(t *testing.T) {
 	}
 }
 
-// A handover that does not complete puts the parked connections back: what
-// the client sent while parked is read, and the connection is routed.
-func TestUnparkReadsOn(t *testing.T) {
+// halfHeader starts a server whose entry point pp takes PROXY headers from
+// 127.0.0.1 and routes everything to an echo backend, and a client that has
+// sent it part of a header; the server is reading it.
+func halfHeader(t *testing.T, part string) (*Server, net.Conn) {
+	t.Helper()
 	be := startBackend(t, "")
 	s := newServerWith(t, func(_ string, ep *config.EntryPoint) {
 		ep.ProxyProtocol = &config.EntryPointProxyProto{TrustedIPs: []string{"127.0.0.1"}}
@@ -159,9 +161,18 @@ func TestUnparkReadsOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	_, _ = io.WriteString(c, "PROXY TCP4 198.51.100.9 ")
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := io.WriteString(c, part); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the connection being read", func() bool { return s.EntryPoint("pp").Open() == 1 })
+	return s, c
+}
+
+// A handover that does not complete puts the parked connections back: what
+// the client sent while parked is read, and the connection is routed.
+func TestUnparkReadsOn(t *testing.T) {
+	s, c := halfHeader(t, "PROXY TCP4 198.51.100.9 ")
 	s.StopAccepting()
 	if n := s.Park([]string{"pp"}); n != 1 {
 		t.Fatalf("parked %d, want 1", n)
@@ -177,22 +188,8 @@ func TestUnparkReadsOn(t *testing.T) {
 // A connection handed for an entry point the adopting server does not have
 // is reset, and the error names it.
 func TestAdoptWithoutItsEntryPoint(t *testing.T) {
-	be := startBackend(t, "")
-	old, next := newServerWith(t, func(_ string, ep *config.EntryPoint) {
-		ep.ProxyProtocol = &config.EntryPointProxyProto{Insecure: true}
-		ep.Transport.RespondingTimeouts.ServerFirstTimeout = 0
-	}, "pp"), newServerWith(t, nil, "other")
-	apply(old, "file", &config.TCPConfiguration{
-		Routers:  map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "s"}},
-		Services: map[string]*config.TCPService{"s": lbConfig(be.addr())},
-	})
-	c, err := net.Dial("tcp", old.addr("pp"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, _ = io.WriteString(c, "PROXY ")
-	waitFor(t, "the connection being read", func() bool { return old.EntryPoint("pp").Open() == 1 })
+	old, c := halfHeader(t, "PROXY ")
+	next := newServerWith(t, nil, "other")
 	var adoptErr error
 	handOver(t, old, "pp", func(h Handed) { adoptErr = next.Adopt(h) })
 	if adoptErr == nil || !strings.Contains(adoptErr.Error(), `no entry point "pp"`) {
