@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,7 +35,7 @@ type gconn struct {
 	raw    *net.TCPConn // the client socket
 	stream net.Conn     // what the client's bytes are read from: raw, or the TLS connection
 	began  time.Time
-	pg     bool // the client asked for TLS with a PostgreSQL SSLRequest (postgres.go)
+	pg     bool // a PostgreSQL client that asked for TLS (postgres.go)
 
 	mu      sync.Mutex
 	closed  bool          // abort ran: every socket is closed, new ones are closed at once
@@ -124,7 +125,10 @@ func detach(rc *rconn) *gconn {
 		return nil
 	}
 	raw := nc.(*net.TCPConn)
-	g := &gconn{c: c, ep: rc.ep, raw: raw, stream: raw, pg: rc.pre.pgTLS, stop: make(chan struct{})}
+	// A PostgreSQL client asked for TLS with an SSLRequest, or directly
+	// with ALPN "postgresql" (PostgreSQL 17's sslnegotiation=direct).
+	pg := rc.pre.pgTLS || slices.Contains(c.ALPN, "postgresql")
+	g := &gconn{c: c, ep: rc.ep, raw: raw, stream: raw, pg: pg, stop: make(chan struct{})}
 	c.Sock, c.TCP = g, raw
 	rc.buf = nil
 	return g

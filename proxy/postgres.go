@@ -26,7 +26,10 @@ import (
 // Traefik does the same. A server dialled with `tls` (a servers transport
 // re-encrypting to a PostgreSQL with ssl on) is asked the same way before
 // tollgate's own handshake with it (pgStartTLS), whether the router
-// terminates the client's TLS or passes it through.
+// terminates the client's TLS or passes it through, and also for a client
+// that started TLS directly with ALPN "postgresql" (PostgreSQL 17's
+// sslnegotiation=direct): an SSLRequest is what every PostgreSQL server
+// takes.
 
 var (
 	pgSSLRequest    = []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}

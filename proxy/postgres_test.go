@@ -515,3 +515,37 @@ func TestPostgresReencryptAsksFirst(t *testing.T) {
 		}
 	}
 }
+
+// A PostgreSQL 17 client that starts TLS directly (no SSLRequest, ALPN
+// "postgresql") behind a terminating router, to a server dialled with tls:
+// the server is still asked with an SSLRequest, which every PostgreSQL
+// takes, before tollgate's handshake with it.
+func TestPostgresReencryptDirectTLS(t *testing.T) {
+	ca := newTestCA(t)
+	_, edgeCert, edgeKey := ca.issue(t, leafOpts{}, "db.example")
+	srvKP, _, _ := ca.issue(t, leafOpts{}, "pg.internal")
+	be := startPgTLSBackend(t, srvKP, 'S', false, "Y")
+	s := newServerWith(t, nil, "pg")
+	mustEnabled(t, s.Apply(&config.TCPConfiguration{
+		Routers:  map[string]*config.TCPRouter{"db@file": terminating("HostSNI(`db.example`)", "db@file", "pg@file")},
+		Services: map[string]*config.TCPService{"db@file": tlsService(be.addr, "tr@file")},
+		ServersTransports: map[string]*config.TCPServersTransport{"tr@file": {TLS: &config.TLSClientConfig{
+			ServerName: "pg.internal", RootCAs: []config.FileOrContent{config.FileOrContent(ca.caFile(t))}}}},
+		TLS: &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(edgeCert, edgeKey)},
+			Options: map[string]config.TLSOptions{"pg@file": {ALPNProtocols: []string{"postgresql"}}}},
+	}))
+	c, err := tlsDial(t, s.addr("pg"), &tls.Config{ServerName: "db.example", RootCAs: ca.pool, NextProtos: []string{"postgresql"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if p := c.ConnectionState().NegotiatedProtocol; p != "postgresql" {
+		t.Fatalf("negotiated ALPN %q, want postgresql", p)
+	}
+	if got := greetTLS(t, c); got != "Y" {
+		t.Errorf("reached %q, want the backend", got)
+	}
+	if got := <-be.before; got != "ssl" {
+		t.Errorf("the backend read %q before its handshake, want %q", got, "ssl")
+	}
+}
