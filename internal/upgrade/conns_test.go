@@ -3,6 +3,7 @@ package upgrade
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"reflect"
@@ -178,5 +179,20 @@ func TestSendConnGivesUpOnAGoneChannel(t *testing.T) {
 	}
 	if err := s.SendConn(Conn{EntryPoint: "db"}, int(f.Fd())); err == nil || !strings.Contains(err.Error(), "channel closed") {
 		t.Fatalf("second send: %v, want the channel given up", err)
+	}
+}
+
+// A hello's connection channel may not be a standard descriptor or one of
+// the listeners'.
+func TestHelloConnectionChannel(t *testing.T) {
+	for fd, ok := range map[int]bool{0: true, 5: true, 2: false, 4: false, 1<<20 + 1: false} {
+		b := fmt.Sprintf(`{"version":1,"generation":2,"pid":10,"listeners":[{"name":"db","address":":5432","fd":4}],"connsFd":%d}`, fd)
+		h, err := decodeHello([]byte(b))
+		if ok && (err != nil || h.ConnsFD != fd) {
+			t.Errorf("connsFd %d: %v", fd, err)
+		}
+		if !ok && !errors.Is(err, errFrame) {
+			t.Errorf("connsFd %d accepted: %v", fd, err)
+		}
 	}
 }

@@ -197,7 +197,7 @@ func FuzzStateChannel(f *testing.F) {
 	_ = writeFrame(w, msgAcquires, appendAcquire(nil, acquire{1, 0, netip.MustParseAddr("::1")}))
 	_ = writeFrame(w, msgGrants, appendGrant(nil, grant{1, true}))
 	_ = writeFrame(w, msgCapReleases, appendCapRelease(nil, capRelease{0, 0}))
-	_ = writeFrame(w, msgHello, []byte(`{"version":1,"generation":2,"pid":10,"listeners":[{"name":"db","address":":5432","fd":4}]}`))
+	_ = writeFrame(w, msgHello, []byte(`{"version":1,"generation":2,"pid":10,"listeners":[{"name":"db","address":":5432","fd":4}],"connsFd":5}`))
 	_ = w.Flush()
 	f.Add(frames.Bytes())
 	f.Add(snap)
@@ -286,9 +286,12 @@ func fuzzPayload(t *testing.T, typ byte, p []byte) {
 	case msgHello:
 		if h, err := decodeHello(p); err == nil {
 			for _, l := range h.Listeners {
-				if l.FD < 3 || l.Name == "" {
-					t.Fatalf("hello listener %+v accepted", l)
+				if l.FD < 3 || l.Name == "" || l.FD == h.ConnsFD {
+					t.Fatalf("hello listener %+v accepted (connection channel on %d)", l, h.ConnsFD)
 				}
+			}
+			if h.ConnsFD != 0 && h.ConnsFD < 3 {
+				t.Fatalf("hello with the connection channel on descriptor %d accepted", h.ConnsFD)
 			}
 		}
 	}
