@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -86,6 +87,9 @@ func decodeConn(b []byte) (Conn, error) {
 		return Conn{}, fmt.Errorf("%w: handed connection record: entry point %q, deadline %d ns, silent %d ns", errFrame, c.EntryPoint, d, s)
 	}
 	c.Deadline, c.Silent = time.Duration(d), time.Duration(s)
+	// The record's own copy: b is the receive buffer, reused for the next
+	// record while this connection is still being adopted.
+	c.Read = bytes.Clone(c.Read)
 	if len(c.Read) == 0 {
 		c.Read = nil
 	}

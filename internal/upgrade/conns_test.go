@@ -196,3 +196,29 @@ func TestHelloConnectionChannel(t *testing.T) {
 		}
 	}
 }
+
+// Each received record's bytes are its own: the receive buffer is reused for
+// the next record while the connection is still being adopted.
+func TestConnRecordsOwnTheirBytes(t *testing.T) {
+	mine, theirs, err := newConnChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer theirs.Close()
+	st := &Stats{}
+	s := &Successor{conns: mine, connsOK: true, st: st}
+	p := &Predecessor{conns: connChannel{fd: int(theirs.Fd())}, st: st}
+	f, _ := os.Open(os.DevNull)
+	defer f.Close()
+	for _, read := range []string{"PROXY TCP4 198.51.100.1 ", "PROXY TCP4 203.0.113.77 192.0.2.1 "} {
+		if err := s.SendConn(Conn{EntryPoint: "db", Read: []byte(read)}, int(f.Fd())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.EndConns()
+	var got []Conn
+	p.ServeConns(func(c Conn, fd int) { got = append(got, c); _ = unix.Close(fd) }, func(err error) { t.Error(err) })
+	if len(got) != 2 || string(got[0].Read) != "PROXY TCP4 198.51.100.1 " || string(got[1].Read) != "PROXY TCP4 203.0.113.77 192.0.2.1 " {
+		t.Fatalf("received %+v", got)
+	}
+}
