@@ -172,11 +172,11 @@ func sockaddrAP(sa unix.Sockaddr) netip.AddrPort {
 
 // accept4 accepts one connection from a non-blocking listener: a
 // non-blocking, close-on-exec socket and the peer's address (unmapped),
-// without allocating.
+// without allocating; a raw call, as the loops' others (sys.go).
 func accept4(lfd int) (int, netip.AddrPort, error) {
 	var rsa unix.RawSockaddrAny
 	n := uint32(unsafe.Sizeof(rsa))
-	r, _, e := syscall.Syscall6(syscall.SYS_ACCEPT4, uintptr(lfd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&n)),
+	r, _, e := syscall.RawSyscall6(syscall.SYS_ACCEPT4, uintptr(lfd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&n)),
 		unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
 	if e != 0 {
 		return -1, netip.AddrPort{}, e
@@ -221,8 +221,9 @@ func familyOf(ap netip.AddrPort) int {
 	return unix.AF_INET6
 }
 
-// connectRaw starts a connect(2) of fd to ap, the address built on the
-// stack: no allocation, and nothing shared between loops.
+// connectRaw starts a connect(2) of fd to ap (non-blocking: a raw call, as
+// the loops' others, sys.go), the address built on the stack: no
+// allocation, and nothing shared between loops.
 func connectRaw(fd int, ap netip.AddrPort) error {
 	var port [2]byte
 	binary.BigEndian.PutUint16(port[:], ap.Port())
@@ -245,7 +246,7 @@ func connectRaw(fd int, ap netip.AddrPort) error {
 		p, n = unsafe.Pointer(&sa6), unsafe.Sizeof(sa6)
 	}
 	for {
-		_, _, e := syscall.Syscall(syscall.SYS_CONNECT, uintptr(fd), uintptr(p), n)
+		_, _, e := syscall.RawSyscall(syscall.SYS_CONNECT, uintptr(fd), uintptr(p), n)
 		switch e {
 		case 0:
 			return nil

@@ -224,7 +224,7 @@ func newLoop(id int, log zerolog.Logger) (*loop, error) {
 func (l *loop) ctl(op, fd int, events uint32, data uint64) error {
 	ev := unix.EpollEvent{Events: events}
 	setEventData(&ev, data)
-	if err := unix.EpollCtl(l.epfd, op, fd, &ev); err != nil {
+	if err := sysEpollCtl(l.epfd, op, fd, &ev); err != nil {
 		return fmt.Errorf("epoll_ctl: %w", err)
 	}
 	return nil
@@ -733,8 +733,8 @@ func newSplicePipe(want int) *splicePipe {
 }
 
 func (p *splicePipe) close() {
-	_ = unix.Close(p.r)
-	_ = unix.Close(p.w)
+	_ = sysClose(p.r)
+	_ = sysClose(p.w)
 }
 
 // maxSplice is the most one splice call moves: the pipe's size asked for.

@@ -93,11 +93,11 @@ func (rc *rconn) Refuse(gently bool) {
 	rc.releaseHeld()
 	if rc.cfd >= 0 {
 		if gently {
-			_ = unix.Shutdown(rc.cfd, unix.SHUT_WR)
+			_ = sysShutdown(rc.cfd, unix.SHUT_WR)
 		} else {
-			_ = unix.SetsockoptLinger(rc.cfd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+			_ = sysResetOnClose(rc.cfd)
 		}
-		_ = unix.Close(rc.cfd)
+		_ = sysClose(rc.cfd)
 		rc.cfd = -1
 	}
 	rc.closeBackend()
@@ -136,7 +136,7 @@ func (rc *rconn) releaseHeld() {
 
 func (rc *rconn) closeBackend() {
 	if rc.bfd >= 0 {
-		_ = unix.Close(rc.bfd)
+		_ = sysClose(rc.bfd)
 		rc.bfd = -1
 	}
 }
@@ -276,7 +276,7 @@ func (rc *rconn) readBeforeRouting() {
 			rc.buf = grown
 		}
 		space := cap(rc.buf) - len(rc.buf)
-		n, err := readNB(rc.cfd, rc.buf[len(rc.buf):cap(rc.buf)])
+		n, err := sysRead(rc.cfd, rc.buf[len(rc.buf):cap(rc.buf)])
 		if err == unix.EAGAIN {
 			break
 		}
@@ -317,7 +317,7 @@ func (rc *rconn) decide() {
 		// connection handed over from another process was answered there.
 		if rc.pre.replay > 0 {
 			rc.pre.replay--
-		} else if n, err := unix.Write(rc.cfd, []byte{rc.pre.answer}); n != 1 {
+		} else if n, err := sysWrite(rc.cfd, []byte{rc.pre.answer}); n != 1 {
 			rc.prerouteFailed(fmt.Errorf("answering a PostgreSQL SSLRequest: %v", err))
 			return
 		}
@@ -631,12 +631,12 @@ func (rc *rconn) dial(srv *server) {
 }
 
 func (rc *rconn) connect(ap netip.AddrPort) {
-	fd, err := unix.Socket(familyOf(ap), unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, err := sysSocket(familyOf(ap))
 	if err != nil {
 		rc.dialFailed(err)
 		return
 	}
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	_ = sysSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	if ka := rc.lb.keepAlive; ka > 0 {
 		secs := max(int(ka/time.Second), 1)
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
@@ -644,7 +644,7 @@ func (rc *rconn) connect(ap netip.AddrPort) {
 		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs)
 	}
 	if err := connectRaw(fd, ap); err != nil && err != unix.EINPROGRESS {
-		_ = unix.Close(fd)
+		_ = sysClose(fd)
 		rc.dialFailed(err)
 		return
 	}
@@ -773,7 +773,7 @@ func (rc *rconn) pgAsk() {
 		if !rc.up.writable {
 			return
 		}
-		n, err := unix.Write(rc.bfd, rc.up.pend)
+		n, err := sysWrite(rc.bfd, rc.up.pend)
 		if err == unix.EAGAIN {
 			rc.up.writable = false
 			return
@@ -788,7 +788,7 @@ func (rc *rconn) pgAsk() {
 		return
 	}
 	var b [1]byte
-	n, err := readNB(rc.bfd, b[:])
+	n, err := sysRead(rc.bfd, b[:])
 	switch {
 	case err == unix.EAGAIN:
 		rc.dn.readable = false
@@ -855,7 +855,7 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 			if !d.writable {
 				return true
 			}
-			n, err := spliceNB(d.pipe.r, dst, d.inPipe)
+			n, err := sysSplice(d.pipe.r, dst, d.inPipe)
 			if err == unix.EAGAIN {
 				d.writable = false
 				return true
@@ -873,7 +873,7 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 			if !d.writable {
 				return true
 			}
-			n, err := unix.Write(dst, d.pend)
+			n, err := sysWrite(dst, d.pend)
 			if err == unix.EAGAIN {
 				d.writable = false
 				return true
@@ -896,7 +896,7 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 					other = &rc.dn
 				}
 				if !other.shut {
-					_ = unix.Shutdown(dst, unix.SHUT_WR)
+					_ = sysShutdown(dst, unix.SHUT_WR)
 				}
 				d.shut = true
 				rc.directionDone(d)
@@ -908,7 +908,7 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 		}
 		if d.splice {
 			if p := l.getPipe(); p != nil {
-				n, err := spliceNB(src, p.w, p.size)
+				n, err := sysSplice(src, p.w, p.size)
 				switch {
 				case err == unix.EAGAIN:
 					l.putPipe(p)
@@ -930,7 +930,7 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 			}
 			rc.lb.counters.SpliceFallbacks.Add(1) // no pipe: through the buffer this time
 		}
-		n, err := readNB(src, l.scratch)
+		n, err := sysRead(src, l.scratch)
 		if err == unix.EAGAIN {
 			d.readable = false
 			return true
@@ -951,7 +951,7 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 		}
 		w := 0
 		if d.writable {
-			w, err = unix.Write(dst, l.scratch[:n])
+			w, err = sysWrite(dst, l.scratch[:n])
 			if err == unix.EAGAIN {
 				w, d.writable = 0, false
 			} else if err != nil {
@@ -991,7 +991,7 @@ func (rc *rconn) end(failed bool) {
 	rc.l.arm(rc, 0)
 	rc.releaseHeld()
 	if rc.cfd >= 0 {
-		_ = unix.Close(rc.cfd)
+		_ = sysClose(rc.cfd)
 		rc.cfd = -1
 	}
 	rc.closeBackend()
@@ -1019,28 +1019,6 @@ func socketError(fd int) error {
 		return errors.New("connection failed")
 	}
 	return unix.Errno(v)
-}
-
-// readNB reads from a non-blocking descriptor.
-func readNB(fd int, b []byte) (int, error) {
-	for {
-		n, err := unix.Read(fd, b)
-		if err == unix.EINTR {
-			continue
-		}
-		return max(n, 0), err
-	}
-}
-
-// spliceNB moves up to max bytes between two descriptors without blocking.
-func spliceNB(from, to, max int) (int, error) {
-	for {
-		n, err := unix.Splice(from, nil, to, nil, max, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-		if err == unix.EINTR {
-			continue
-		}
-		return int(n), err
-	}
 }
 
 func hostPort(address string) (string, uint16, bool) {

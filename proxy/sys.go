@@ -1,0 +1,119 @@
+package proxy
+
+import (
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The system calls of a connection's life on an event loop. Every socket
+// and pipe a loop touches is non-blocking, so none of these calls can
+// block: they are made raw, without the scheduler's bookkeeping for a call
+// that may (entersyscall and exitsyscall, with the wrappers about 1-2% of a
+// loop's CPU per proxied connection and more per small round trip:
+// bench/README.md). A loop holds its P throughout, as it does while it
+// runs; the one call that blocks, epoll_wait with a timeout, stays a
+// scheduler-aware call (loop.wait).
+//
+// Each returns the kernel's errno as a unix.Errno (no allocation: Go boxes
+// small integers without one), and retries on EINTR where that can happen.
+
+func errnoOf(e syscall.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+// sysRead reads from a non-blocking descriptor; n is 0 on an error.
+func sysRead(fd int, b []byte) (int, error) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(p), uintptr(len(b)))
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(r), nil
+	}
+}
+
+// sysWrite writes to a non-blocking descriptor; n is 0 on an error. A
+// write to a socket its peer reset fails with EPIPE, and Go's runtime
+// ignores the SIGPIPE it raises (on descriptors other than 1 and 2), as for
+// unix.Write.
+func sysWrite(fd int, b []byte) (int, error) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(p), uintptr(len(b)))
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(r), nil
+	}
+}
+
+// sysClose closes a descriptor. Never retried: on Linux the descriptor is
+// gone even when close reports EINTR.
+func sysClose(fd int) error {
+	_, _, e := syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
+	return errnoOf(e)
+}
+
+func sysShutdown(fd, how int) error {
+	_, _, e := syscall.RawSyscall(syscall.SYS_SHUTDOWN, uintptr(fd), uintptr(how), 0)
+	return errnoOf(e)
+}
+
+// sysSocket opens a non-blocking, close-on-exec TCP socket of family.
+func sysSocket(family int) (int, error) {
+	r, _, e := syscall.RawSyscall(syscall.SYS_SOCKET, uintptr(family), unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
+func sysSetsockoptInt(fd, level, opt, v int) error {
+	v32 := int32(v)
+	_, _, e := syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt), uintptr(unsafe.Pointer(&v32)), 4, 0)
+	return errnoOf(e)
+}
+
+// sysResetOnClose makes the socket's close send a reset (SO_LINGER 0).
+func sysResetOnClose(fd int) error {
+	l := unix.Linger{Onoff: 1, Linger: 0}
+	_, _, e := syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER, uintptr(unsafe.Pointer(&l)), unsafe.Sizeof(l), 0)
+	return errnoOf(e)
+}
+
+func sysEpollCtl(epfd, op, fd int, ev *unix.EpollEvent) error {
+	_, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(epfd), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)
+	return errnoOf(e)
+}
+
+// sysSplice moves up to max bytes between two descriptors without blocking.
+func sysSplice(from, to, max int) (int, error) {
+	for {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_SPLICE, uintptr(from), 0, uintptr(to), 0, uintptr(max), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(r), nil
+	}
+}
