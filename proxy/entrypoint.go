@@ -211,7 +211,7 @@ func (e *EntryPoint) serve(rc *rconn, read []byte) bool {
 		if len(read) > 0 {
 			c.Peeked = read
 		}
-		e.route(c, t) // routing and middlewares never block; the dial does not either
+		rc.enterChain(t) // routing and middlewares never block; the dial does not either
 		return false
 	}
 	held, ok, gently := e.admitUnrouted(c)
@@ -227,7 +227,8 @@ func (e *EntryPoint) serve(rc *rconn, read []byte) bool {
 // newConn files a connection on client socket fd on loop l, with the
 // entry point's current table.
 func (e *EntryPoint) newConn(l *loop, fd int, peer netip.AddrPort) *rconn {
-	rc := &rconn{l: l, ep: e, cfd: fd, bfd: -1, timerIdx: -1}
+	rc := l.newRconn()
+	*rc = rconn{l: l, ep: e, cfd: fd, bfd: -1, timerIdx: -1}
 	c := &rc.c
 	c.Sock, c.Client, c.EntryPoint = rc, peer, e.name
 	if e.wildcard {

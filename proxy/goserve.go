@@ -103,7 +103,8 @@ func (g *gconn) abort() {
 // loop, in the router's chain.
 func detach(rc *rconn) *gconn {
 	c := &rc.c
-	c.LocalAddr() // while the raw socket is at hand
+	rc.pinned = true // its tcp.Conn goes with it
+	c.LocalAddr()    // while the raw socket is at hand
 	if rc.cReg {
 		_ = unix.EpollCtl(rc.l.epfd, unix.EPOLL_CTL_DEL, rc.cfd, nil)
 		rc.cReg = false

@@ -54,6 +54,14 @@ type rconn struct {
 	halfDone bool
 	failed   bool
 	pgHello  []byte // the client's bytes held until the backend agrees to TLS
+
+	// pinned: something off the loop's call stack may still hold the
+	// connection (a closure posted back to the loop, a capped server's
+	// queue, a shared store's pipeline, goroutines it left the loop for),
+	// so its rconn is left to the collector when it ends; else the loop
+	// reuses it (loop.recycle).
+	pinned   bool
+	recycled bool // in the loop's spare list
 }
 
 type connState uint8
@@ -105,6 +113,7 @@ func (rc *rconn) Refuse(gently bool) {
 	rc.state = stateDone
 	rc.l.arm(rc, 0)
 	rc.l.release(rc)
+	rc.l.recycle(rc)
 }
 
 // LocalAddr asks the kernel where the client connected to (tcp.Socket).
@@ -116,7 +125,9 @@ func (rc *rconn) LocalAddr() netip.AddrPort {
 }
 
 // Later runs run on the loop if the connection still waits in its router's
-// chain, else dropped (tcp.Socket).
+// chain, else dropped (tcp.Socket). It is called from any goroutine, so it
+// writes nothing of rc: the connection was pinned when its chain returned
+// without finishing with it (enterChain).
 func (rc *rconn) Later(run, dropped func()) {
 	rc.l.post(func(*loop) {
 		if rc.state == stateRouting {
@@ -525,8 +536,19 @@ func (rc *rconn) route(payload []byte) {
 	if len(payload) > 0 {
 		rc.c.Peeked = payload
 	}
+	rc.enterChain(rc.table)
+}
+
+// enterChain routes the connection through t and its router's chain. A
+// chain that has not finished with it when it returns (a middleware waiting
+// for a shared store's answer, tcp.Conn.Later) holds it: it is pinned, never
+// recycled (loop.recycle).
+func (rc *rconn) enterChain(t *Table) {
 	rc.state = stateRouting
-	rc.ep.route(&rc.c, rc.table)
+	rc.ep.route(&rc.c, t)
+	if rc.state == stateRouting {
+		rc.pinned = true
+	}
 }
 
 // The service.
@@ -549,6 +571,7 @@ func (rc *rconn) startService(lb *loadBalancer) {
 			rc.dial(&s.srv)
 		case queued:
 			rc.state = stateQueued
+			rc.pinned = true // the queue holds it, and a slot may be posted to it
 			if !rc.registerClient() {
 				if cp.leave(rc) {
 					rc.c.Reject()
@@ -660,6 +683,7 @@ func (rc *rconn) connect(ap netip.AddrPort) {
 // resolve looks a server's host name up off the loop, then connects.
 func (rc *rconn) resolve(srv *server) {
 	rc.state = stateResolving
+	rc.pinned = true // the lookup's goroutine posts back to it
 	rc.l.arm(rc, rc.l.mono()+int64(rc.lb.dialTimeout))
 	host, port := srv.host, srv.port
 	timeout := rc.lb.dialTimeout
@@ -1007,6 +1031,7 @@ func (rc *rconn) end(failed bool) {
 	}
 	rc.c.Finish()
 	rc.l.release(rc)
+	rc.l.recycle(rc)
 }
 
 // socketError returns the error a failed non-blocking connect left.
