@@ -27,34 +27,22 @@ func errnoOf(e syscall.Errno) error {
 }
 
 // sysRead reads from a non-blocking descriptor; n is 0 on an error.
-func sysRead(fd int, b []byte) (int, error) {
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	}
-	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(p), uintptr(len(b)))
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return 0, e
-		}
-		return int(r), nil
-	}
-}
+func sysRead(fd int, b []byte) (int, error) { return sysIO(syscall.SYS_READ, fd, b) }
 
 // sysWrite writes to a non-blocking descriptor; n is 0 on an error. A
 // write to a socket its peer reset fails with EPIPE, and Go's runtime
 // ignores the SIGPIPE it raises (on descriptors other than 1 and 2), as for
 // unix.Write.
-func sysWrite(fd int, b []byte) (int, error) {
+func sysWrite(fd int, b []byte) (int, error) { return sysIO(syscall.SYS_WRITE, fd, b) }
+
+// sysIO is read(2) or write(2) of b on fd, retried on EINTR.
+func sysIO(trap uintptr, fd int, b []byte) (int, error) {
 	var p unsafe.Pointer
 	if len(b) > 0 {
 		p = unsafe.Pointer(&b[0])
 	}
 	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(p), uintptr(len(b)))
+		r, _, e := syscall.RawSyscall(trap, uintptr(fd), uintptr(p), uintptr(len(b)))
 		if e == unix.EINTR {
 			continue
 		}
