@@ -90,6 +90,7 @@ var rows = []row{
 
 	{"throughput", "mb_per_s", "throughput: MB/s echoed", "%.0f"},
 	{"throughput", "proxy_cpu_s_per_gb", "throughput: proxy CPU s/GB", "%.3f"},
+	{"throughput", "client_cpu_s_per_gb", "throughput: load generator CPU s/GB", "%.3f"},
 	{"throughput", "errors", "throughput: errors", "%.0f"},
 
 	{"idle-memory", "admitted", "idle-memory: conns admitted", "%.0f"},
