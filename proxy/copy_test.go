@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/proxy/rule"
@@ -310,5 +312,51 @@ func TestBulkStreamsDoNotStall(t *testing.T) {
 		for e := range errs {
 			t.Fatal(e)
 		}
+	}
+}
+
+// A termination delay of 0 gives the second direction no time: the
+// connection ends with the first end, both sides closed at once, as nginx
+// does by default. The backend, still holding its side open, reads a clean
+// end (not a reset), and the access log says the connection closed, not
+// that it failed: no deadline ran out.
+func TestTerminationDelayZeroEndsBothAtOnce(t *testing.T) {
+	ends := make(chan error, 1)
+	be := itest.Listen(t, func(c net.Conn) {
+		b := make([]byte, 1)
+		var err error
+		for err == nil {
+			if _, err = c.Read(b); err == nil {
+				_, _ = c.Write(b)
+			}
+		}
+		ends <- err
+		time.Sleep(3 * time.Second) // its own side stays open
+	})
+	s := newTestServer(t, "tcp")
+	var buf syncBuffer
+	al := zerolog.New(&buf)
+	s.State().SetConnObservers(ConnObservers{AccessLog: &al})
+	cfg := singleRouter(be, nil)
+	zero := 0
+	cfg.Services["s"].LoadBalancer.TerminationDelay = &zero
+	apply(s, "file", cfg)
+	c, ok := dialFrom(t, "127.0.0.31", s.addr("tcp"))
+	if !ok {
+		t.Fatal("connection not forwarded")
+	}
+	c.Close()
+	waitFor(t, "the connection to end while the backend holds its side", func() bool { return s.EntryPoint("tcp").Open() == 0 })
+	select {
+	case err := <-ends:
+		if err != io.EOF {
+			t.Fatalf("the backend read %v, want a clean end (EOF)", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the backend never saw the end")
+	}
+	waitFor(t, "the access log line", func() bool { return !buf.empty() })
+	if l := buf.lines(); len(l) != 1 || !strings.Contains(l[0], `"end":"closed"`) {
+		t.Fatalf("access log %q, want one line with \"end\":\"closed\"", l)
 	}
 }

@@ -851,7 +851,7 @@ func (rc *rconn) pgRefused(why string) {
 // pump moves what can be moved both ways, and ends the connection when both
 // ways are done or one failed.
 func (rc *rconn) pump() {
-	if !rc.move(&rc.up, rc.cfd, rc.bfd) || !rc.move(&rc.dn, rc.bfd, rc.cfd) {
+	if !rc.move(&rc.up, rc.cfd, rc.bfd) || !rc.dn.shut && !rc.move(&rc.dn, rc.bfd, rc.cfd) {
 		rc.end(true)
 		return
 	}
@@ -918,6 +918,15 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 				other := &rc.up
 				if d == &rc.up {
 					other = &rc.dn
+				}
+				if !other.shut && rc.delay == 0 {
+					// A termination delay of 0 gives the other direction
+					// no time at all: the connection ends with this one,
+					// and the two closes pass the end on to both peers (as
+					// nginx does by default; no shutdown, no wait for the
+					// other side's end).
+					d.shut, other.shut = true, true
+					return true
 				}
 				if !other.shut {
 					_ = sysShutdown(dst, unix.SHUT_WR)
