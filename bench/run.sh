@@ -33,7 +33,7 @@ if [[ $QUICK == 1 ]]; then REPS=${REPS:-1}; else REPS=${REPS:-3}; fi
 LIMIT=${LIMIT:-10}             # per-IP concurrent connection limit, the same for every peer
 RATE=${RATE:-20}               # the *-rate peers: per-IP connections per second in the long run
 BURST=${BURST:-10}             # the *-rate peers: per-IP burst (tollgate's rateLimit; HAProxy has none)
-RATIOS=${RATIOS:-tollgate/haproxy tollgate/nginx tollgate/nginx-halfclose tollgate/tollgate-base tollgate-rate/haproxy-rate tollgate-redis/tollgate tollgate-tls/haproxy-tls tollgate-tls/nginx-tls}
+RATIOS=${RATIOS:-tollgate/haproxy tollgate/nginx tollgate/nginx-halfclose tollgate-close/nginx tollgate/tollgate-base tollgate-rate/haproxy-rate tollgate-redis/tollgate tollgate-tls/haproxy-tls tollgate-tls/nginx-tls}
 ECHO_PORT=${ECHO_PORT:-29000}  # the echo backend
 PG_PORT=${PG_PORT:-29001}      # PostgreSQL for pgbench
 REDIS_PORT=${REDIS_PORT:-29002}
@@ -127,7 +127,7 @@ LOADGEN=$BIN/loadgen
 declare -A BUILT_FROM
 # tollgate binaries: TOLLGATE_BIN, else a build of this checkout;
 # TOLLGATE_BASE_BIN, else (with TOLLGATE_BASE_REF) a build of that ref.
-if [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* || " $PEERS " == *" tollgate-redis "* || " $PEERS " == *" tollgate-tls "* ]] && [[ -z ${TOLLGATE_BIN:-} ]]; then
+if [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* || " $PEERS " == *" tollgate-redis "* || " $PEERS " == *" tollgate-tls "* || " $PEERS " == *" tollgate-close "* ]] && [[ -z ${TOLLGATE_BIN:-} ]]; then
     log "TOLLGATE_BIN not set: building this checkout ($REPO) into $BIN/tollgate"
     (cd "$REPO" && CGO_ENABLED=0 go build -o "$BIN/tollgate" .) || die "building tollgate from $REPO failed"
     TOLLGATE_BIN=$BIN/tollgate
