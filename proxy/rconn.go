@@ -662,9 +662,9 @@ func (rc *rconn) connect(ap netip.AddrPort) {
 	_ = sysSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	if ka := rc.lb.keepAlive; ka > 0 {
 		secs := max(int(ka/time.Second), 1)
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
-		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs)
-		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs)
+		_ = sysSetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+		_ = sysSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs)
+		_ = sysSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs)
 	}
 	if err := connectRaw(fd, ap); err != nil && err != unix.EINPROGRESS {
 		_ = sysClose(fd)

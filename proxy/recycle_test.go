@@ -110,7 +110,10 @@ func TestWaitingConnectionIsNotReused(t *testing.T) {
 	// Every connection of the other entry point waits in its chain for
 	// good: an rconn it were given that was the first connection's would
 	// still be waiting when the first's answer comes.
-	held := make(chan *rconn, 64)
+	// A loop that holds 8 connections more than the least loaded one stops
+	// accepting (loop.rebalance), so enough tries reach every loop.
+	tries := 40 + 16*len(s.engine.loops)
+	held := make(chan *rconn, tries)
 	s.EntryPoint("held").SetTable(&Table{routes: []*route{{
 		name: "held", rule: mustRule(t, "HostSNI(`*`)"), open: new(atomic.Int64),
 		handler: tcp.HandlerFunc(func(c *tcp.Conn) { held <- c.Sock.(*rconn) }),
@@ -123,9 +126,9 @@ func TestWaitingConnectionIsNotReused(t *testing.T) {
 	waitFor(t, "the waiting connection closed by the shutdown", func() bool { return s.EntryPoint("slow").Open() == 0 })
 
 	// Connections on the first one's loop (the kernel picks the loop: dial
-	// until one lands there, at most 40).
+	// until one lands there, at most tries).
 	sameLoop := false
-	for i := 0; i < 40 && !sameLoop; i++ {
+	for i := 0; i < tries && !sameLoop; i++ {
 		hc := dialSrc(t, "127.0.4.4", s.addr("held"))
 		defer hc.Close()
 		rc := <-held
@@ -135,7 +138,7 @@ func TestWaitingConnectionIsNotReused(t *testing.T) {
 		sameLoop = rc.l == first.l
 	}
 	if !sameLoop {
-		t.Fatal("no connection of 40 landed on the first connection's loop")
+		t.Fatalf("no connection of %d landed on the first connection's loop", tries)
 	}
 	answer <- true
 	waitFor(t, "the held connection's answer dropped", func() bool { return dropped.Load() == 1 })
