@@ -48,7 +48,7 @@ func TestServersTransportsAndRedactedKeys(t *testing.T) {
 			ServersTransports: map[string]*config.TCPServersTransport{
 				"pg": {DialTimeout: config.Duration(5 * time.Second), TLS: &config.TLSClientConfig{ServerName: "db.internal",
 					Certificates: []config.Certificate{{CertFile: cert, KeyFile: key}}}},
-				"plain": {TerminationDelay: config.Duration(time.Second)},
+				"plain": {TerminationDelay: durationPtr(time.Second)},
 			}},
 	}}
 	select {
@@ -121,3 +121,5 @@ func TestServersTransportsAndRedactedKeys(t *testing.T) {
 		t.Fatalf("redaction modified the applied configuration: %q", k)
 	}
 }
+
+func durationPtr(d time.Duration) *config.Duration { v := config.Duration(d); return &v }

@@ -102,8 +102,11 @@ type TCPServersTransport struct {
 	// each server.
 	ProxyProtocol *ProxyProtocol `json:"proxyProtocol,omitempty" toml:"proxyProtocol,omitempty" yaml:"proxyProtocol,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	// TerminationDelay is how long the other direction may go on after one
-	// side closed its write half; negative waits without limit.
-	TerminationDelay Duration `json:"terminationDelay,omitempty" toml:"terminationDelay,omitempty" yaml:"terminationDelay,omitempty" export:"true"`
+	// side closed its write half: unset, 100 ms; 0, no time (the connection
+	// ends with the first side's end); negative, without limit. A pointer,
+	// so that an explicit 0 is told from unset (Traefik's SetDefaults gives
+	// the same reading).
+	TerminationDelay *Duration `json:"terminationDelay,omitempty" toml:"terminationDelay,omitempty" yaml:"terminationDelay,omitempty" export:"true"`
 	// TLS, when set, dials the servers with TLS.
 	TLS *TLSClientConfig `json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 }

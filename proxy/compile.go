@@ -328,23 +328,32 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 		if tr.DialKeepAlive != 0 {
 			h.keepAlive = time.Duration(tr.DialKeepAlive)
 		}
-		if tr.TerminationDelay != 0 {
-			h.delay = time.Duration(tr.TerminationDelay)
+		if tr.TerminationDelay != nil {
+			h.delay = time.Duration(*tr.TerminationDelay)
 		}
 		if tr.ProxyProtocol != nil {
 			h.ppVer = byte(tr.ProxyProtocol.Version)
 		}
 		h.tlsConf = v.tls
 	}
-	// The deprecated fields of the load balancer keep working and win over
-	// the transport's (README, "Servers transports").
+	// The deprecated fields of the load balancer keep working for a service
+	// that names no transport; a named transport's values apply instead, as
+	// in Traefik (README, "Servers transports").
 	if lb.TerminationDelay != nil {
-		h.delay = time.Duration(*lb.TerminationDelay) * time.Millisecond
-		info.addWarning("loadBalancer.terminationDelay", "loadBalancer.terminationDelay is deprecated: set terminationDelay in a servers transport (tcp.serversTransports) and name it in loadBalancer.serversTransport")
+		if lb.ServersTransport == "" {
+			h.delay = time.Duration(*lb.TerminationDelay) * time.Millisecond
+			info.addWarning("loadBalancer.terminationDelay", "loadBalancer.terminationDelay is deprecated: set terminationDelay in a servers transport (tcp.serversTransports) and name it in loadBalancer.serversTransport")
+		} else {
+			info.addWarning("loadBalancer.terminationDelay", fmt.Sprintf("loadBalancer.terminationDelay is deprecated and ignored: the service names servers transport %q, whose terminationDelay applies", lb.ServersTransport))
+		}
 	}
 	if lb.ProxyProtocol != nil {
-		h.ppVer = byte(lb.ProxyProtocol.Version)
-		info.addWarning("loadBalancer.proxyProtocol", "loadBalancer.proxyProtocol is deprecated: set proxyProtocol in a servers transport (tcp.serversTransports) and name it in loadBalancer.serversTransport")
+		if lb.ServersTransport == "" {
+			h.ppVer = byte(lb.ProxyProtocol.Version)
+			info.addWarning("loadBalancer.proxyProtocol", "loadBalancer.proxyProtocol is deprecated: set proxyProtocol in a servers transport (tcp.serversTransports) and name it in loadBalancer.serversTransport")
+		} else {
+			info.addWarning("loadBalancer.proxyProtocol", fmt.Sprintf("loadBalancer.proxyProtocol is deprecated and ignored: the service names servers transport %q, whose proxyProtocol applies (none if it sets none)", lb.ServersTransport))
+		}
 	}
 	if o := c.st.connObservers(); o.any() {
 		h.obs = &connObserver{st: c.st, log: o.AccessLog, metrics: o.Metrics}

@@ -721,7 +721,8 @@ func TestServersTransportTLS(t *testing.T) {
 }
 
 // A service naming a transport that does not exist is disabled, naming it;
-// the deprecated load balancer fields warn and win over the transport's.
+// beside a named transport, the deprecated load balancer fields are ignored
+// with a warning and the transport's values apply, as in Traefik.
 func TestServersTransportResolution(t *testing.T) {
 	b := startBackend(t, "B")
 	s := newServerWith(t, nil, "ep")
@@ -733,7 +734,7 @@ func TestServersTransportResolution(t *testing.T) {
 				TerminationDelay: &delay, ProxyProtocol: &config.ProxyProtocol{Version: 1}}},
 			"missing@file": {LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: b.addr()}}, ServersTransport: "nosuch@file"}},
 		},
-		ServersTransports: map[string]*config.TCPServersTransport{"tr@file": {DialTimeout: config.Duration(time.Second), TerminationDelay: config.Duration(time.Second), ProxyProtocol: &config.ProxyProtocol{Version: 2}}},
+		ServersTransports: map[string]*config.TCPServersTransport{"tr@file": {DialTimeout: config.Duration(time.Second), TerminationDelay: durationPtr(time.Second), ProxyProtocol: &config.ProxyProtocol{Version: 2}}},
 	})
 	si := rt.Services["missing@file"]
 	if si.Status != StatusDisabled || !strings.Contains(strings.Join(si.Err, " "), `servers transport "nosuch@file" does not exist`) {
@@ -741,10 +742,11 @@ func TestServersTransportResolution(t *testing.T) {
 	}
 	si = rt.Services["ok@file"]
 	errs := strings.Join(si.Err, " | ")
-	if si.Status != StatusWarning || !strings.Contains(errs, "loadBalancer.terminationDelay is deprecated") || !strings.Contains(errs, "loadBalancer.proxyProtocol is deprecated") {
+	if si.Status != StatusWarning || !strings.Contains(errs, `loadBalancer.terminationDelay is deprecated and ignored: the service names servers transport "tr@file"`) ||
+		!strings.Contains(errs, `loadBalancer.proxyProtocol is deprecated and ignored: the service names servers transport "tr@file"`) {
 		t.Errorf("ok@file: %s %v", si.Status, si.Err)
 	}
-	// The load balancer's values won: PROXY v1 (a text line) reaches the backend.
+	// The transport's values apply: PROXY v2 (binary) reaches the backend.
 	c, err := net.Dial("tcp", s.addr("ep"))
 	if err != nil {
 		t.Fatal(err)
@@ -756,9 +758,9 @@ func TestServersTransportResolution(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The echo backend echoes the header it got first.
-	line := make([]byte, 6)
-	if _, err := io.ReadFull(c, line); err != nil || string(line) != "PROXY " {
-		t.Errorf("backend got %q (%v), want a PROXY v1 line", line, err)
+	sig := make([]byte, 12)
+	if _, err := io.ReadFull(c, sig); err != nil || string(sig) != "\r\n\r\n\x00\r\nQUIT\n" {
+		t.Errorf("backend got %q (%v), want a PROXY v2 signature", sig, err)
 	}
 }
 
@@ -813,7 +815,8 @@ func TestTLSInlinePEM(t *testing.T) {
 }
 
 // A transport's durations reach the load balancer: set, Traefik's defaults
-// when unset, and the 10 s dial timeout of a service that names none.
+// when unset, an explicit terminationDelay of 0 as 0 (not as unset), and the
+// 10 s dial timeout of a service that names none.
 func TestServersTransportDurations(t *testing.T) {
 	st := NewState(nopLog)
 	defer st.Close()
@@ -825,18 +828,21 @@ func TestServersTransportDurations(t *testing.T) {
 			"set@file":   {EntryPoints: []string{"set"}, Rule: "HostSNI(`*`)", Service: "set@file"},
 			"unset@file": {EntryPoints: []string{"unset"}, Rule: "HostSNI(`*`)", Service: "unset@file"},
 			"none@file":  {EntryPoints: []string{"none"}, Rule: "HostSNI(`*`)", Service: "none@file"},
+			"zero@file":  {EntryPoints: []string{"zero"}, Rule: "HostSNI(`*`)", Service: "zero@file"},
 		},
-		Services: map[string]*config.TCPService{"set@file": svc("fast@file"), "unset@file": svc("plain@file"), "none@file": svc("")},
+		Services: map[string]*config.TCPService{"set@file": svc("fast@file"), "unset@file": svc("plain@file"), "none@file": svc(""), "zero@file": svc("zero@file")},
 		ServersTransports: map[string]*config.TCPServersTransport{
-			"fast@file":  {DialTimeout: config.Duration(time.Second), DialKeepAlive: config.Duration(-1), TerminationDelay: config.Duration(-1)},
+			"fast@file":  {DialTimeout: config.Duration(time.Second), DialKeepAlive: config.Duration(-1), TerminationDelay: durationPtr(-1)},
 			"plain@file": {},
+			"zero@file":  {TerminationDelay: durationPtr(0)},
 		},
-	}, []string{"set", "unset", "none"}, st, nopLog)
+	}, []string{"set", "unset", "none", "zero"}, st, nopLog)
 	mustEnabled(t, rt)
 	for ep, want := range map[string][3]time.Duration{
 		"set":   {time.Second, -1, -1},
 		"unset": {TransportDialTimeout, TransportKeepAlive, 100 * time.Millisecond},
 		"none":  {DialTimeout, 0, 100 * time.Millisecond},
+		"zero":  {TransportDialTimeout, TransportKeepAlive, 0},
 	} {
 		lb := tables[ep].routes[0].handler.(*loadBalancer)
 		if got := [3]time.Duration{lb.dialTimeout, lb.keepAlive, lb.delay}; got != want {
@@ -886,3 +892,5 @@ func TestTLSAccessLogAndCounters(t *testing.T) {
 	})
 	waitFor(t, "the router's open gauge back to 0", func() bool { return s.State().RouterOpen("db@file").Load() == 0 })
 }
+
+func durationPtr(d time.Duration) *config.Duration { v := config.Duration(d); return &v }

@@ -201,7 +201,7 @@ func TestTLSDecodesAndInlinesFiles(t *testing.T) {
 		},
 		TCP: &config.TCPConfiguration{
 			ServersTransports: map[string]*config.TCPServersTransport{"pg": {
-				DialTimeout: config.Duration(5 * time.Second), DialKeepAlive: config.Duration(30 * time.Second), TerminationDelay: config.Duration(200 * time.Millisecond),
+				DialTimeout: config.Duration(5 * time.Second), DialKeepAlive: config.Duration(30 * time.Second), TerminationDelay: durationPtr(200 * time.Millisecond),
 				ProxyProtocol: &config.ProxyProtocol{Version: 1},
 				TLS: &config.TLSClientConfig{ServerName: "db.internal", RootCAs: []config.FileOrContent{config.FileOrContent(caCert)}, PeerCertURI: "spiffe://db",
 					Certificates: []config.Certificate{{CertFile: config.FileOrContent(clCert), KeyFile: config.FileOrContent(clKey)}}},
@@ -394,3 +394,26 @@ func TestTLSFileThatIsNotARegularFile(t *testing.T) {
 		t.Fatal("ReadTLSFiles blocked on a FIFO or a device")
 	}
 }
+
+// A transport's terminationDelay: 0 decodes as 0, told from an unset one
+// (which the proxy reads as 100 ms), in YAML and in TOML.
+func TestTransportTerminationDelayZeroIsKept(t *testing.T) {
+	for name, content := range map[string]string{
+		"t.yml":  "tcp:\n  serversTransports:\n    zero:\n      terminationDelay: 0\n    unset:\n      dialTimeout: 5s\n",
+		"t.toml": "[tcp.serversTransports.zero]\n  terminationDelay = \"0s\"\n[tcp.serversTransports.unset]\n  dialTimeout = \"5s\"\n",
+	} {
+		d, err := DecodeContent(content, filepath.Ext(name), name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		trs := d.TCP.ServersTransports
+		if z := trs["zero"]; z == nil || z.TerminationDelay == nil || *z.TerminationDelay != 0 {
+			t.Errorf("%s: zero's terminationDelay = %s, want an explicit 0", name, jsonOf(z))
+		}
+		if u := trs["unset"]; u == nil || u.TerminationDelay != nil {
+			t.Errorf("%s: unset's terminationDelay = %s, want none", name, jsonOf(u))
+		}
+	}
+}
+
+func durationPtr(d time.Duration) *config.Duration { v := config.Duration(d); return &v }

@@ -231,8 +231,12 @@ func serversTransport(k cluster, st ServersTransportTCP) (*config.TCPServersTran
 	if out.DialKeepAlive, err = duration(st.Spec.DialKeepAlive); err != nil {
 		return nil, fmt.Errorf("dialKeepAlive: %w", err)
 	}
-	if out.TerminationDelay, err = duration(st.Spec.TerminationDelay); err != nil {
-		return nil, fmt.Errorf("terminationDelay: %w", err)
+	if st.Spec.TerminationDelay != nil { // unset is 100 ms; an explicit 0 is no time
+		d, err := duration(st.Spec.TerminationDelay)
+		if err != nil {
+			return nil, fmt.Errorf("terminationDelay: %w", err)
+		}
+		out.TerminationDelay = &d
 	}
 	if st.Spec.ProxyProtocol != nil {
 		pp := config.ProxyProtocol{}

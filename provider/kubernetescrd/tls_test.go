@@ -112,7 +112,7 @@ func TestBuildTLSResources(t *testing.T) {
 		t.Errorf("service %s: %+v", otherKey, lb)
 	}
 	wantTransports := map[string]*config.TCPServersTransport{"db-pg-transport": {
-		DialTimeout: config.Duration(5 * time.Second), DialKeepAlive: config.Duration(30 * time.Second), TerminationDelay: config.Duration(200 * time.Millisecond),
+		DialTimeout: config.Duration(5 * time.Second), DialKeepAlive: config.Duration(30 * time.Second), TerminationDelay: ptr(config.Duration(200 * time.Millisecond)),
 		ProxyProtocol: &config.ProxyProtocol{Version: 2},
 		TLS: &config.TLSClientConfig{ServerName: "db.internal", RootCAs: []config.FileOrContent{"CA-1"}, PeerCertURI: "spiffe://db",
 			Certificates: []config.Certificate{{CertFile: "CRT-client", KeyFile: "KEY-client"}}},

@@ -68,7 +68,7 @@ func TestBuildTLSAndServersTransports(t *testing.T) {
 			Middlewares: map[string]*config.TCPMiddleware{},
 			ServersTransports: map[string]*config.TCPServersTransport{"pg": {
 				DialTimeout: config.Duration(5 * time.Second), DialKeepAlive: config.Duration(30 * time.Second),
-				TerminationDelay: config.Duration(200 * time.Millisecond), ProxyProtocol: &config.ProxyProtocol{Version: 1},
+				TerminationDelay: durationPtr(200 * time.Millisecond), ProxyProtocol: &config.ProxyProtocol{Version: 1},
 				TLS: &config.TLSClientConfig{ServerName: "db.internal", RootCAs: []config.FileOrContent{"/certs/ca.crt"}, PeerCertURI: "spiffe://db",
 					Certificates: []config.Certificate{{CertFile: "/certs/client.crt", KeyFile: "/certs/client.key"}}},
 			}},
@@ -108,3 +108,5 @@ func TestBuildTLSAndServersTransports(t *testing.T) {
 		}
 	}
 }
+
+func durationPtr(d time.Duration) *config.Duration { v := config.Duration(d); return &v }
