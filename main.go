@@ -140,11 +140,19 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 			epsInherited[l.Name] = proxy.Inherited{Name: l.Name, Address: l.Address, FD: l.FD}
 		}
 	}
+	var defaultTransport *config.TCPServersTransport
+	if t := st.TCPServersTransport; t != nil {
+		defaultTransport = t.Transport()
+		if err := proxy.CheckTransport("tcpServersTransport", defaultTransport); err != nil {
+			return err
+		}
+	}
 	proxy.SpareP() // one loop per CPU, and a P to spare (ARCHITECTURE.md)
 	srv, err := proxy.NewServerFrom(st.EntryPoints, epsInherited, log)
 	if err != nil {
 		return err
 	}
+	srv.State().SetDefaultTransport(defaultTransport)
 	if pred != nil {
 		var hs []proxy.HealthStatus
 		for _, h := range pred.Hello.Health {

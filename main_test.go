@@ -153,6 +153,8 @@ func TestStaticConfigErrors(t *testing.T) {
 		{[]string{"--entryPoints.db.address=127.0.0.1:0", "--providers.providersThrottleDuration=abc"}, `--providers.providersThrottleDuration="abc"`},
 		{[]string{"--configFile=/nonexistent/tollgate.toml"}, `--configFile="/nonexistent/tollgate.toml"`},
 		{[]string{"--entryPoints.db.address=127.0.0.1:0", "--log.level=LOUD"}, `log.level="LOUD"`},
+		{[]string{"--entryPoints.db.address=127.0.0.1:0", "--tcpServersTransport.tls.rootCAs=/nonexistent/ca.pem"}, `tcpServersTransport.tls.rootCAs[0] "/nonexistent/ca.pem": no such file`},
+		{[]string{"--entryPoints.db.address=127.0.0.1:0", "--tcpServersTransport.dialTimeout=-1s"}, `tcpServersTransport: dialTimeout -1s is negative`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			cmd := exec.Command(itest.Binary(t), tc.args...)

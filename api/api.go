@@ -164,10 +164,31 @@ func (s Sources) rawdata(w http.ResponseWriter, _ *http.Request) {
 		Routers:           rt.Routers,
 		Services:          s.withHealth(rt),
 		Middlewares:       s.withLive(rt, s.TopLimit),
-		ServersTransports: config.RedactTransports(applied.ServersTransports),
+		ServersTransports: s.transports(applied),
 		TLS:               config.RedactTLS(applied.TLS),
 		Providers:         s.Watcher.Statuses(),
 	})
+}
+
+// transports are the applied configuration's servers transports, keys
+// redacted, and default@internal: the static tcpServersTransport, or
+// Traefik's defaults (as Traefik lists it).
+func (s Sources) transports(applied *config.TCPConfiguration) map[string]*config.TCPServersTransport {
+	var m map[string]*config.TCPServersTransport
+	if applied != nil {
+		m = config.RedactTransports(applied.ServersTransports)
+	}
+	if m == nil {
+		m = map[string]*config.TCPServersTransport{}
+	}
+	if _, ok := m[config.DefaultTransportName]; !ok {
+		d := s.Server.State().DefaultTransport()
+		if d == nil {
+			d = &config.TCPServersTransport{}
+		}
+		m[config.DefaultTransportName] = d
+	}
+	return m
 }
 
 type kind int
@@ -239,11 +260,7 @@ func (s Sources) items(k kind) map[string]item {
 			}
 		}
 	case kindServersTransports:
-		applied := s.Watcher.Applied()
-		if applied == nil {
-			break
-		}
-		for n, v := range config.RedactTransports(applied.ServersTransports) {
+		for n, v := range s.transports(s.Watcher.Applied()) {
 			nm := nameOf(n)
 			out[n] = item{
 				value: struct {

@@ -27,6 +27,7 @@ func TestServersTransportsAndRedactedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.State().SetDefaultTransport(&config.TCPServersTransport{DialTimeout: config.Duration(7 * time.Second)}) // the static tcpServersTransport
 	srv.Start()
 	t.Cleanup(func() { srv.Shutdown(t.Context()) })
 	applied := make(chan struct{}, 4)
@@ -83,7 +84,7 @@ func TestServersTransportsAndRedactedKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(raw.TLS.Certificates) != 1 || raw.TLS.Certificates[0].CertFile != cert || raw.TLS.Certificates[0].KeyFile != config.Redacted ||
-		raw.TLS.Stores["default"].DefaultCertificate.KeyFile != config.Redacted || len(raw.TCPServersTransports) != 2 {
+		raw.TLS.Stores["default"].DefaultCertificate.KeyFile != config.Redacted || len(raw.TCPServersTransports) != 3 {
 		t.Fatalf("rawdata tls %+v, transports %v", raw.TLS, raw.TCPServersTransports)
 	}
 
@@ -95,7 +96,9 @@ func TestServersTransportsAndRedactedKeys(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 2 || list[0].Name != "plain@file" || list[1].Name != "pg@file" || list[1].Provider != "file" || list[1].DialTimeout != "5s" {
+	// default@internal is listed as Traefik lists it: the static tcpServersTransport.
+	if len(list) != 3 || list[0].Name != "plain@file" || list[1].Name != "pg@file" || list[1].Provider != "file" || list[1].DialTimeout != "5s" ||
+		list[2].Name != "default@internal" || list[2].Provider != "internal" || list[2].DialTimeout != "7s" {
 		t.Fatalf("list %+v (%s)", list, body)
 	}
 	if code, _ := get(t, h.URL+"/api/tcp/serversTransports/nope@file"); code != 404 {

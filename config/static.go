@@ -26,6 +26,38 @@ type Static struct {
 	// (README, "TLS termination"): the acme block is accepted and ignored,
 	// with a warning at start.
 	CertificatesResolvers map[string]*CertificateResolver `description:"Certificates resolvers (accepted for Traefik compatibility; ACME is not supported)." json:"certificatesResolvers,omitempty" toml:"certificatesResolvers,omitempty" yaml:"certificatesResolvers,omitempty" export:"true"`
+	// TCPServersTransport is Traefik's default TCP servers transport: the
+	// transport of every service that names none, and the one named
+	// default@internal (README, "Servers transports").
+	TCPServersTransport *StaticTCPServersTransport `description:"TCP servers default transport: for the services that name none (default@internal)." json:"tcpServersTransport,omitempty" toml:"tcpServersTransport,omitempty" yaml:"tcpServersTransport,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+}
+
+// DefaultTransportName is the name of the static configuration's
+// tcpServersTransport, as in Traefik.
+const DefaultTransportName = "default@internal"
+
+// StaticTCPServersTransport is Traefik's static tcpServersTransport: its
+// keys, and what they mean in a tcp.serversTransports entry.
+type StaticTCPServersTransport struct {
+	DialKeepAlive    Duration               `description:"Interval between keep-alive probes of the connections to the servers (15s when unset; negative: none)." json:"dialKeepAlive,omitempty" toml:"dialKeepAlive,omitempty" yaml:"dialKeepAlive,omitempty" export:"true"`
+	DialTimeout      Duration               `description:"How long a connection to a server may take to be established (30s when unset)." json:"dialTimeout,omitempty" toml:"dialTimeout,omitempty" yaml:"dialTimeout,omitempty" export:"true"`
+	TerminationDelay *Duration              `description:"How long the other direction may go on after one side closed its write half (100ms when unset; 0: none; negative: without limit)." json:"terminationDelay,omitempty" toml:"terminationDelay,omitempty" yaml:"terminationDelay,omitempty" export:"true"`
+	TLS              *StaticTLSClientConfig `description:"TLS to the servers marked tls." json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+}
+
+// StaticTLSClientConfig is the tls block of the static tcpServersTransport.
+type StaticTLSClientConfig struct {
+	InsecureSkipVerify bool            `description:"Do not verify the servers' certificates." json:"insecureSkipVerify,omitempty" toml:"insecureSkipVerify,omitempty" yaml:"insecureSkipVerify,omitempty" export:"true"`
+	RootCAs            []FileOrContent `description:"CA certificates (files or PEM) that verify the servers' certificates, instead of the system's." json:"rootCAs,omitempty" toml:"rootCAs,omitempty" yaml:"rootCAs,omitempty"`
+}
+
+// Transport is the static transport as a tcp.serversTransports entry.
+func (t *StaticTCPServersTransport) Transport() *TCPServersTransport {
+	out := &TCPServersTransport{DialKeepAlive: t.DialKeepAlive, DialTimeout: t.DialTimeout, TerminationDelay: t.TerminationDelay}
+	if t.TLS != nil {
+		out.TLS = &TLSClientConfig{InsecureSkipVerify: t.TLS.InsecureSkipVerify, RootCAs: t.TLS.RootCAs}
+	}
+	return out
 }
 
 // CertificateResolver is one of Traefik's certificate resolvers; tollgate

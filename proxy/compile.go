@@ -191,7 +191,12 @@ func (c *compiler) transport(name string) (transportOrErr, bool) {
 	if v, ok := c.transports[name]; ok {
 		return v, true
 	}
+	field := "tcp.serversTransports." + name
 	tr, ok := c.cfg.ServersTransports[name]
+	if !ok && name == config.DefaultTransportName {
+		// The static tcpServersTransport; without one, Traefik's defaults.
+		tr, ok, field = c.st.getDefaultTransport(), true, "tcpServersTransport"
+	}
 	if !ok {
 		return transportOrErr{}, false
 	}
@@ -199,9 +204,9 @@ func (c *compiler) transport(name string) (transportOrErr, bool) {
 	if tr == nil {
 		v.tr = &config.TCPServersTransport{}
 	}
-	v.err = validTransport(name, v.tr)
+	v.err = validTransport(v.tr)
 	if v.err == nil && v.tr.TLS != nil {
-		v.tls, v.err = newClientTLS(name, v.tr.TLS)
+		v.tls, v.err = newClientTLS(field, v.tr.TLS)
 	}
 	c.transports[name] = v
 	return v, true
@@ -309,14 +314,20 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 		counters:    c.st.ServiceCounters(name),
 		log:         c.log, // the service name is added at the (rare) log sites: no logger per service
 	}
-	if lb.ServersTransport != "" {
-		v, ok := c.transport(lb.ServersTransport)
+	// A service that names no transport takes the static tcpServersTransport
+	// when there is one (Traefik's default@internal).
+	trName := lb.ServersTransport
+	if trName == "" && c.st.getDefaultTransport() != nil {
+		trName = config.DefaultTransportName
+	}
+	if trName != "" {
+		v, ok := c.transport(trName)
 		switch {
 		case !ok:
-			info.addError("loadBalancer.serversTransport", fmt.Sprintf("servers transport %q does not exist (tcp.serversTransports)", lb.ServersTransport))
+			info.addError("loadBalancer.serversTransport", fmt.Sprintf("servers transport %q does not exist (tcp.serversTransports)", trName))
 			return nil
 		case v.err != nil:
-			info.addError("loadBalancer.serversTransport", fmt.Sprintf("servers transport %q: %s", lb.ServersTransport, v.err))
+			info.addError("loadBalancer.serversTransport", fmt.Sprintf("servers transport %q: %s", trName, v.err))
 			return nil
 		}
 		tr := v.tr

@@ -127,12 +127,13 @@ type State struct {
 	routers  map[string]*atomic.Int64
 	log      zerolog.Logger
 
-	capacities  map[string]*capacity // capped services' slots and queues (capacity.go)
-	tls         map[string]*TLSCounters
-	defaultCert defaultCert     // generated once, when no default certificate is configured
-	resolvers   map[string]bool // certificatesResolvers of the static configuration
-	observers   ConnObservers   // what closed connections report (accesslog.go)
-	routerStats routerStats     // per-router bytes and durations (metrics_conn.go)
+	capacities       map[string]*capacity // capped services' slots and queues (capacity.go)
+	tls              map[string]*TLSCounters
+	defaultCert      defaultCert                 // generated once, when no default certificate is configured
+	resolvers        map[string]bool             // certificatesResolvers of the static configuration
+	defaultTransport *config.TCPServersTransport // the static tcpServersTransport, or nil
+	observers        ConnObservers               // what closed connections report (accesslog.go)
+	routerStats      routerStats                 // per-router bytes and durations (metrics_conn.go)
 }
 
 // NewState returns empty state logging through log.
@@ -200,6 +201,25 @@ func (s *State) SetCertResolvers(names []string) {
 	for _, n := range names {
 		s.resolvers[n] = true
 	}
+}
+
+// SetDefaultTransport sets the static configuration's tcpServersTransport:
+// the transport of the services that name none, and default@internal. Nil
+// (no static tcpServersTransport) leaves those services on DialTimeout and
+// no keepalive probes. Call it before the first Apply.
+func (s *State) SetDefaultTransport(tr *config.TCPServersTransport) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.defaultTransport = tr
+}
+
+// DefaultTransport is what SetDefaultTransport set, or nil.
+func (s *State) DefaultTransport() *config.TCPServersTransport { return s.getDefaultTransport() }
+
+func (s *State) getDefaultTransport() *config.TCPServersTransport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.defaultTransport
 }
 
 func (s *State) hasCertResolver(name string) bool {

@@ -851,6 +851,84 @@ func TestServersTransportDurations(t *testing.T) {
 	}
 }
 
+// The static tcpServersTransport is the transport of the services that
+// name none, and default@internal: its durations, with Traefik's defaults
+// for what it leaves unset, the deprecated load balancer field over it, and
+// its TLS settings for servers marked tls. Without it, default@internal is
+// a transport of Traefik's defaults.
+func TestStaticDefaultTransport(t *testing.T) {
+	svc := func(tr string, delay *int) *config.TCPService {
+		return &config.TCPService{LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: "127.0.0.1:1"}}, ServersTransport: tr, TerminationDelay: delay}}
+	}
+	five := 5
+	cfg := &config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"none@file":     {EntryPoints: []string{"none"}, Rule: "HostSNI(`*`)", Service: "none@file"},
+			"named@file":    {EntryPoints: []string{"named"}, Rule: "HostSNI(`*`)", Service: "named@file"},
+			"internal@file": {EntryPoints: []string{"internal"}, Rule: "HostSNI(`*`)", Service: "internal@file"},
+			"lbdelay@file":  {EntryPoints: []string{"lbdelay"}, Rule: "HostSNI(`*`)", Service: "lbdelay@file"},
+		},
+		Services: map[string]*config.TCPService{"none@file": svc("", nil), "named@file": svc("other@file", nil),
+			"internal@file": svc(config.DefaultTransportName, nil), "lbdelay@file": svc("", &five)},
+		ServersTransports: map[string]*config.TCPServersTransport{"other@file": {DialTimeout: config.Duration(time.Second)}},
+	}
+	eps := []string{"none", "named", "internal", "lbdelay"}
+	for _, tc := range []struct {
+		name   string
+		static *config.TCPServersTransport
+		want   map[string][3]time.Duration
+	}{
+		{"with", &config.TCPServersTransport{DialTimeout: config.Duration(3 * time.Second), TerminationDelay: durationPtr(0)}, map[string][3]time.Duration{
+			"none":     {3 * time.Second, TransportKeepAlive, 0},
+			"named":    {time.Second, TransportKeepAlive, 100 * time.Millisecond},
+			"internal": {3 * time.Second, TransportKeepAlive, 0},
+			"lbdelay":  {3 * time.Second, TransportKeepAlive, 5 * time.Millisecond},
+		}},
+		{"without", nil, map[string][3]time.Duration{
+			"none":     {DialTimeout, 0, 100 * time.Millisecond},
+			"named":    {time.Second, TransportKeepAlive, 100 * time.Millisecond},
+			"internal": {TransportDialTimeout, TransportKeepAlive, 100 * time.Millisecond},
+			"lbdelay":  {DialTimeout, 0, 5 * time.Millisecond},
+		}},
+	} {
+		st := NewState(nopLog)
+		st.SetDefaultTransport(tc.static)
+		tables, rt := Compile(cfg, eps, st, nopLog)
+		st.Close()
+		for _, name := range []string{"none@file", "named@file", "internal@file"} {
+			if si := rt.Services[name]; si.Status != StatusEnabled {
+				t.Errorf("%s: %s: %s %v", tc.name, name, si.Status, si.Err)
+			}
+		}
+		for ep, want := range tc.want {
+			lb := tables[ep].routes[0].handler.(*loadBalancer)
+			if got := [3]time.Duration{lb.dialTimeout, lb.keepAlive, lb.delay}; got != want {
+				t.Errorf("%s: %s: dialTimeout, keepAlive, delay = %v, want %v", tc.name, ep, got, want)
+			}
+		}
+	}
+
+	// Its TLS settings reach a server marked tls in a service naming no
+	// transport: an expired certificate passes with insecureSkipVerify.
+	ca := newTestCA(t)
+	expired, _, _ := ca.issue(t, leafOpts{notAfter: time.Now().Add(-time.Hour)}, "backend.example")
+	addr, _ := startTLSEcho(t, "E", expired, nil)
+	for static, want := range map[*config.TCPServersTransport]string{
+		nil: "closed",
+		{TLS: &config.TLSClientConfig{InsecureSkipVerify: true}}: "E",
+	} {
+		s := newServerWith(t, nil, "ep")
+		s.State().SetDefaultTransport(static)
+		mustEnabled(t, s.Apply(&config.TCPConfiguration{
+			Routers:  map[string]*config.TCPRouter{"r@file": {Rule: "HostSNI(`*`)", Service: "s@file"}},
+			Services: map[string]*config.TCPService{"s@file": tlsService(addr, "")},
+		}))
+		if got := greeting(t, "127.0.0.1", s.addr("ep")); got != want {
+			t.Errorf("static transport %+v: %q, want %q", static, got, want)
+		}
+	}
+}
+
 // A terminated connection is observed as one on a loop: one access-log line
 // with its plaintext bytes, and the router's counters.
 func TestTLSAccessLogAndCounters(t *testing.T) {

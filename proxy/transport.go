@@ -12,9 +12,10 @@ import (
 )
 
 // Servers transports (README, "Servers transports"): how a load balancer
-// dials its servers. A service that names none keeps DialTimeout and no
-// keepalive probes; one that names a transport takes Traefik's defaults
-// for what the transport leaves unset.
+// dials its servers. A service that names none, when the static
+// configuration has no tcpServersTransport, keeps DialTimeout and no
+// keepalive probes; one that names a transport (or takes the static one)
+// takes Traefik's defaults for what the transport leaves unset.
 const (
 	// TransportDialTimeout is a transport's dialTimeout when unset (Traefik's).
 	TransportDialTimeout = 30 * time.Second
@@ -22,8 +23,22 @@ const (
 	TransportKeepAlive = 15 * time.Second
 )
 
+// CheckTransport reports what is wrong with a transport whose keys are
+// under prefix (the static tcpServersTransport at start): the checks a
+// service naming it would fail with.
+func CheckTransport(prefix string, tr *config.TCPServersTransport) error {
+	if err := validTransport(tr); err != nil {
+		return fmt.Errorf("%s: %w", prefix, err)
+	}
+	if tr.TLS != nil {
+		_, err := newClientTLS(prefix, tr.TLS)
+		return err
+	}
+	return nil
+}
+
 // validTransport checks what a transport's values can be on their own.
-func validTransport(name string, tr *config.TCPServersTransport) error {
+func validTransport(tr *config.TCPServersTransport) error {
 	if tr.DialTimeout < 0 {
 		return fmt.Errorf("dialTimeout %s is negative", tr.DialTimeout)
 	}
@@ -37,8 +52,10 @@ func validTransport(name string, tr *config.TCPServersTransport) error {
 // Without rootCAs the system's roots verify; certificates are client
 // certificates for mutual TLS; peerCertURI requires that URI SAN (the chain
 // still verified, the host name not, as in Traefik).
-func newClientTLS(name string, t *config.TLSClientConfig) (*tls.Config, error) {
-	field := func(f string) string { return fmt.Sprintf("tcp.serversTransports.%s.tls.%s", name, f) }
+// Errors name the key under prefix (tcp.serversTransports.<name>, or the
+// static tcpServersTransport).
+func newClientTLS(prefix string, t *config.TLSClientConfig) (*tls.Config, error) {
+	field := func(f string) string { return fmt.Sprintf("%s.tls.%s", prefix, f) }
 	cfg := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
 	if len(t.RootCAs) > 0 {
 		pool := x509.NewCertPool()
