@@ -47,7 +47,8 @@ func (as admins) uses(key string) bool {
 //     --metrics.prometheus unless metrics have an address of their own;
 //   - --metrics.prometheus without --api: /metrics and /ping only, on the
 //     admin address (127.0.0.1:8080) or metrics.prometheus.address;
-//   - metrics.prometheus.address: /metrics (and /ping) there, apart from the API.
+//   - metrics.prometheus.address: /metrics (and /ping) there, apart from the API;
+//   - --ping alone: /ping only, on the admin address.
 //
 // Each listener has the admin server's timeouts and connection bound.
 func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, up *upgrader, inherited map[string]upgrade.Listener, log zerolog.Logger) (admins, error) {
@@ -71,6 +72,11 @@ func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, u
 	}
 	if metrics != nil && metricsAddr != "" {
 		ls = append(ls, &adminListener{key: "metrics.prometheus.address", addr: metricsAddr, what: "metrics (only /metrics and /ping)", hs: api.NewServer(api.MetricsOnly(metrics))})
+	}
+	if st.Ping != nil && len(ls) == 0 {
+		// Traefik's --ping alone: /ping, on the admin address (keyed so that
+		// no entry point name can collide with it at an upgrade).
+		ls = append(ls, &adminListener{key: "ping.address", addr: config.DefaultAPIAddress, what: "ping (only /ping)", hs: api.NewServer(api.PingOnly())})
 	}
 	for i, l := range ls {
 		var ln *net.TCPListener

@@ -68,14 +68,24 @@ func version() string {
 	return v
 }
 
-func newLogger(cfg *config.Log) zerolog.Logger {
-	var w io.Writer = os.Stdout
+// newLogger is tollgate's log: stdout, or log.filePath (appended to, and
+// kept open until the process exits).
+func newLogger(cfg *config.Log) (zerolog.Logger, error) {
+	out := os.Stdout
+	if cfg.FilePath != "" {
+		f, err := os.OpenFile(cfg.FilePath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return zerolog.Logger{}, fmt.Errorf("log.filePath=%q: %w", cfg.FilePath, err)
+		}
+		out = f
+	}
+	var w io.Writer = out
 	if strings.EqualFold(cfg.Format, "console") {
 		// Colours only on a terminal: escape codes in a file or `docker logs`
 		// break grep and log shippers.
-		fi, err := os.Stdout.Stat()
-		noColor := err != nil || fi.Mode()&os.ModeCharDevice == 0
-		w = zerolog.ConsoleWriter{Out: os.Stdout, TimeFormat: time.RFC3339, NoColor: noColor}
+		fi, err := out.Stat()
+		noColor := cfg.NoColor || err != nil || fi.Mode()&os.ModeCharDevice == 0
+		w = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339, NoColor: noColor}
 	}
 	level, err := zerolog.ParseLevel(strings.ToLower(cfg.Level))
 	if err != nil || cfg.Level == "" {
@@ -84,7 +94,7 @@ func newLogger(cfg *config.Log) zerolog.Logger {
 	if strings.EqualFold(cfg.Level, "WARN") || strings.EqualFold(cfg.Level, "WARNING") {
 		level = zerolog.WarnLevel
 	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
 }
 
 // Timeouts of a binary upgrade (README, "Upgrading in place").
@@ -123,7 +133,11 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 	if err := st.Validate(); err != nil {
 		return err
 	}
-	log := newLogger(st.Log)
+	log, err := newLogger(st.Log)
+	if err != nil {
+		return err
+	}
+	traefikOnly(st, log)
 	self, selfErr := upgrade.Resolve() // now: argv[0] means what it meant at start
 	// Signals are ours from the start: a SIGTERM that arrives while the
 	// entry points start must begin a drain, not kill the process, and
@@ -487,6 +501,22 @@ func connObservers(st *config.Static) (proxy.ConnObservers, error) {
 		o.AccessLog = &l
 	}
 	return o, nil
+}
+
+// traefikOnly says, at start, what of Traefik's static options that were
+// given tollgate does differently (README, "Static configuration").
+func traefikOnly(st *config.Static, log zerolog.Logger) {
+	if a := st.API; a != nil {
+		if a.Dashboard {
+			log.Info().Msg("api.dashboard: tollgate has no dashboard; the admin API serves its data as JSON (/api/rawdata, /api/tcp/...)")
+		}
+		if a.Insecure {
+			log.Warn().Str("address", a.Address).Msg("api.insecure: the admin API (configuration, client IPs, upgrade) listens on " + a.Address + ", reachable from other hosts unless that address is local")
+		}
+	}
+	if al := st.AccessLog; al != nil && al.Format != "" && !strings.EqualFold(al.Format, "json") {
+		log.Warn().Str("format", al.Format).Msg("accessLog.format: tollgate writes JSON lines, one per closed connection, whatever the format")
+	}
 }
 
 // sharedStores connects (in the background) to the stores of the static

@@ -207,6 +207,53 @@ func TestEnvAndConfigFile(t *testing.T) {
 	runUntilForwarded(t, exec.Command(itest.Binary(t), "--configFile="+static), ep, api)
 }
 
+// A Traefik static configuration of a TCP setup starts unchanged: the global
+// and ping options, api.dashboard, and api.insecure, which serves the API
+// on the traefik entry point's address (that entry point proxies nothing);
+// log.filePath receives the log.
+func TestTraefikStaticConfigStarts(t *testing.T) {
+	be := itest.EchoServer(t, "")
+	dir := t.TempDir()
+	dyn := filepath.Join(dir, "dyn.yml")
+	_ = os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      entryPoints: [db]\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644)
+	ep, api := itest.FreeAddr(t), itest.FreeAddr(t)
+	logFile := filepath.Join(dir, "tollgate.log")
+	cmd := exec.Command(itest.Binary(t), "--global.checkNewVersion=false", "--global.sendAnonymousUsage=false",
+		"--api.dashboard=true", "--api.insecure=true", "--entryPoints.traefik.address="+api, "--entryPoints.db.address="+ep,
+		"--ping", "--providers.file.filename="+dyn, "--log.level=INFO", "--log.filePath="+logFile, "--accessLog=true", "--accessLog.format=json")
+	out := &itest.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	itest.Eventually(t, 10*time.Second, func() bool {
+		held := itest.Hold(t, 1, "127.0.0.1", ep)
+		for _, c := range held {
+			c.Close()
+		}
+		return len(held) == 1
+	}, "never forwarded on %s (output: %s)", ep, out)
+	for path, want := range map[string]string{"/ping": "OK", "/api/rawdata": `"tcpRouters"`} {
+		resp, err := http.Get("http://" + api + path)
+		if err != nil {
+			t.Fatalf("%s on the traefik entry point's address: %v", path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Errorf("%s: %d %.200s, want 200 with %s", path, resp.StatusCode, b, want)
+		}
+	}
+	itest.Eventually(t, 5*time.Second, func() bool {
+		b, _ := os.ReadFile(logFile)
+		return strings.Contains(string(b), "api.dashboard: tollgate has no dashboard") && strings.Contains(string(b), "api.insecure")
+	}, "log.filePath never received the start lines")
+}
+
 func runUntilForwarded(t *testing.T, cmd *exec.Cmd, ep, api string) {
 	t.Helper()
 	out := &itest.Buffer{}

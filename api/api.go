@@ -44,10 +44,7 @@ func Handler(src Sources) http.Handler {
 		src.TopLimit = 10
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("OK"))
-	})
+	mux.HandleFunc("GET /ping", ping)
 	mux.HandleFunc("GET /api/rawdata", src.rawdata)
 	mux.HandleFunc("GET /api/providers", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, src.Watcher.Statuses())

@@ -62,15 +62,28 @@ func listen(addr string, conns int) (net.Listener, error) {
 	return netutil.LimitListener(ln, conns), nil
 }
 
+// PingOnly serves /ping alone: the admin listener of --ping without --api
+// or --metrics.prometheus.
+func PingOnly() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ping", ping)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path+" (this listener serves /ping only: the admin API needs --api)")
+	})
+	return mux
+}
+
+func ping(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("OK"))
+}
+
 // MetricsOnly returns a handler that serves only /metrics (and /ping, for
 // health checks): what --metrics.prometheus exposes without --api. Nothing
 // of the configuration or of client addresses is served.
 func MetricsOnly(metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("OK"))
-	})
+	mux.HandleFunc("GET /ping", ping)
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path+" (this listener serves /metrics only: the admin API needs --api)")

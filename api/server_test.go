@@ -155,3 +155,18 @@ func TestMetricsOnlyServesNoAPI(t *testing.T) {
 		}
 	}
 }
+
+// --ping alone (Traefik's) serves /ping and nothing else.
+func TestPingOnlyServesNoAPI(t *testing.T) {
+	addr := startAdmin(t, PingOnly(), adminLimits)
+	for path, want := range map[string]int{"/ping": 200, "/metrics": 404, "/api/rawdata": 404} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}

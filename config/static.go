@@ -29,6 +29,10 @@ type Static struct {
 	// TCPServersTransport is Traefik's default TCP servers transport: the
 	// transport of every service that names none, and the one named
 	// default@internal (README, "Servers transports").
+	// Global and Ping are Traefik's, accepted so that a Traefik static
+	// configuration starts unchanged (README, "Static configuration").
+	Global              *Global                    `description:"Traefik's global options (accepted; tollgate never checks for new versions nor sends usage data)." json:"global,omitempty" toml:"global,omitempty" yaml:"global,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	Ping                *Ping                      `description:"Serve /ping (the admin listener always does; --ping alone starts it with /ping only)." json:"ping,omitempty" toml:"ping,omitempty" yaml:"ping,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	TCPServersTransport *StaticTCPServersTransport `description:"TCP servers default transport: for the services that name none (default@internal)." json:"tcpServersTransport,omitempty" toml:"tcpServersTransport,omitempty" yaml:"tcpServersTransport,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 }
 
@@ -330,10 +334,36 @@ func (e *ConsulEndpoint) SetDefaults() {}
 // API is the admin listener.
 type API struct {
 	Address string `description:"Admin API listen address." json:"address,omitempty" toml:"address,omitempty" yaml:"address,omitempty"`
+	// Insecure is Traefik's api.insecure: the API on the entry point named
+	// traefik (its address, and that entry point then proxies nothing), or
+	// on :8080, every interface, unless Address is set.
+	Insecure bool `description:"Serve the admin API on every interface, as Traefik's api.insecure: on entryPoints.traefik's address when that entry point exists (it then proxies nothing), else :8080; api.address wins." json:"insecure,omitempty" toml:"insecure,omitempty" yaml:"insecure,omitempty" export:"true"`
+	// Dashboard and Debug are accepted for Traefik compatibility: there is
+	// no dashboard, and no debug endpoints.
+	Dashboard bool `description:"Accepted for Traefik compatibility: tollgate has no dashboard (the API serves its data as JSON)." json:"dashboard,omitempty" toml:"dashboard,omitempty" yaml:"dashboard,omitempty" export:"true"`
+	Debug     bool `description:"Accepted for Traefik compatibility: tollgate has no debug endpoints." json:"debug,omitempty" toml:"debug,omitempty" yaml:"debug,omitempty" export:"true"`
+}
+
+// Global is Traefik's global block. tollgate never checks for a new version
+// and never sends usage data, whatever it says.
+type Global struct {
+	CheckNewVersion    bool `description:"Accepted for Traefik compatibility: tollgate never checks for a new version." json:"checkNewVersion,omitempty" toml:"checkNewVersion,omitempty" yaml:"checkNewVersion,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	SendAnonymousUsage bool `description:"Accepted for Traefik compatibility: tollgate never sends usage data." json:"sendAnonymousUsage,omitempty" toml:"sendAnonymousUsage,omitempty" yaml:"sendAnonymousUsage,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+}
+
+// Ping is Traefik's ping block. /ping is served by the admin listener
+// whenever it runs; --ping alone starts it, serving /ping only.
+type Ping struct {
+	EntryPoint    string `description:"Accepted for Traefik compatibility: /ping is on the admin listener." json:"entryPoint,omitempty" toml:"entryPoint,omitempty" yaml:"entryPoint,omitempty" export:"true"`
+	ManualRouting bool   `description:"Accepted for Traefik compatibility (no effect)." json:"manualRouting,omitempty" toml:"manualRouting,omitempty" yaml:"manualRouting,omitempty" export:"true"`
 }
 
 // DefaultAPIAddress is where the admin API listens unless told otherwise.
 const DefaultAPIAddress = "127.0.0.1:8080"
+
+// InsecureAPIEntryPoint is the entry point whose address api.insecure
+// serves the API on, as Traefik's internal entry point.
+const InsecureAPIEntryPoint = "traefik"
 
 // SetDefaults sets the admin address.
 func (a *API) SetDefaults() { a.Address = DefaultAPIAddress }
@@ -354,8 +384,10 @@ type Prometheus struct {
 
 // Log configures tollgate's own log.
 type Log struct {
-	Level  string `description:"Log level: DEBUG, INFO, WARN or ERROR." json:"level,omitempty" toml:"level,omitempty" yaml:"level,omitempty" export:"true"`
-	Format string `description:"Log format: json or console." json:"format,omitempty" toml:"format,omitempty" yaml:"format,omitempty" export:"true"`
+	Level    string `description:"Log level: DEBUG, INFO, WARN or ERROR." json:"level,omitempty" toml:"level,omitempty" yaml:"level,omitempty" export:"true"`
+	Format   string `description:"Log format: json or console." json:"format,omitempty" toml:"format,omitempty" yaml:"format,omitempty" export:"true"`
+	FilePath string `description:"Log file, appended to (stdout when empty)." json:"filePath,omitempty" toml:"filePath,omitempty" yaml:"filePath,omitempty" export:"true"`
+	NoColor  bool   `description:"No colours in the console format (which has none off a terminal anyway)." json:"noColor,omitempty" toml:"noColor,omitempty" yaml:"noColor,omitempty" export:"true"`
 }
 
 // SetDefaults logs at INFO as JSON lines.
@@ -367,11 +399,26 @@ func (l *Log) SetDefaults() {
 // AccessLog writes one JSON line per closed connection.
 type AccessLog struct {
 	FilePath string `description:"Access log file (stdout when empty)." json:"filePath,omitempty" toml:"filePath,omitempty" yaml:"filePath,omitempty" export:"true"`
+	// Format is Traefik's accessLog.format: tollgate writes JSON lines,
+	// whatever it says (README, "Access log").
+	Format string `description:"Accepted for Traefik compatibility: the lines are JSON whatever the format (common is Traefik's HTTP format)." json:"format,omitempty" toml:"format,omitempty" yaml:"format,omitempty" export:"true"`
 }
 
 // Validate checks the static configuration and names the offending key and
 // value in its error.
 func (s *Static) Validate() error {
+	if a := s.API; a != nil && a.Insecure && a.Address == DefaultAPIAddress {
+		// Traefik's api.insecure: the API on the entry point named traefik,
+		// else on that entry point's default address, :8080.
+		a.Address = ":8080"
+		if ep, ok := s.EntryPoints[InsecureAPIEntryPoint]; ok && ep != nil {
+			if err := checkAddress(ep.Address); err != nil {
+				return fmt.Errorf("entryPoints.%s.address=%q: %w", InsecureAPIEntryPoint, ep.Address, err)
+			}
+			a.Address = ep.Address
+			delete(s.EntryPoints, InsecureAPIEntryPoint)
+		}
+	}
 	if len(s.EntryPoints) == 0 {
 		return fmt.Errorf("no entry point configured: set --entryPoints.<name>.address=[host]:port")
 	}
@@ -466,6 +513,13 @@ func (s *Static) Validate() error {
 	case "", "json", "console", "common":
 	default:
 		return fmt.Errorf("log.format=%q: use json or console", s.Log.Format)
+	}
+	if al := s.AccessLog; al != nil {
+		switch strings.ToLower(al.Format) {
+		case "", "json", "common", "genericclf": // Traefik's; the lines are JSON
+		default:
+			return fmt.Errorf("accessLog.format=%q: use json (Traefik's common and genericCLF are accepted; the lines are JSON)", al.Format)
+		}
 	}
 	return nil
 }

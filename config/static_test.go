@@ -81,3 +81,55 @@ func TestParsePrefixNote(t *testing.T) {
 		}
 	}
 }
+
+// Traefik's api.insecure serves the API on the entry point named traefik
+// (which then proxies nothing), else on :8080; an api.address given wins.
+func TestAPIInsecure(t *testing.T) {
+	for _, tc := range []struct {
+		args     string
+		wantAddr string
+		wantEPs  int
+	}{
+		{"--entryPoints.db.address=:5432 --api.insecure=true", ":8080", 1},
+		{"--entryPoints.db.address=:5432 --entryPoints.traefik.address=:9000 --api.insecure=true", ":9000", 1},
+		{"--entryPoints.db.address=:5432 --entryPoints.traefik.address=:9000 --api.insecure=true --api.address=127.0.0.1:9100", "127.0.0.1:9100", 2},
+		{"--entryPoints.db.address=:5432 --entryPoints.traefik.address=:9000 --api", DefaultAPIAddress, 2},
+	} {
+		c := NewCommand()
+		if err := flag.Decode(strings.Fields(tc.args), c); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%s: %v", tc.args, err)
+		}
+		if c.API.Address != tc.wantAddr || len(c.EntryPoints) != tc.wantEPs {
+			t.Errorf("%s: API on %s with %d entry points, want %s and %d", tc.args, c.API.Address, len(c.EntryPoints), tc.wantAddr, tc.wantEPs)
+		}
+	}
+	c := NewCommand()
+	_ = flag.Decode(strings.Fields("--entryPoints.traefik.address=:9000 --api.insecure=true"), c)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "no entry point") {
+		t.Errorf("only the traefik entry point: %v, want no entry point left to proxy on", err)
+	}
+}
+
+// The Traefik static options a TCP setup commonly carries decode, and an
+// access log format Traefik does not know is an error naming it.
+func TestTraefikStaticOptionsDecode(t *testing.T) {
+	c := NewCommand()
+	args := "--entryPoints.db.address=:5432 --global.checkNewVersion=false --global.sendAnonymousUsage=false --api.dashboard=true --api.debug=true --ping --ping.entryPoint=traefik --log.filePath=/tmp/x.log --log.noColor=true --accessLog.format=common"
+	if err := flag.Decode(strings.Fields(args), c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Global == nil || c.Ping == nil || !c.API.Dashboard || c.Log.FilePath != "/tmp/x.log" || !c.Log.NoColor || c.AccessLog.Format != "common" {
+		t.Fatalf("decoded %+v %+v %+v %+v %+v", c.Global, c.Ping, c.API, c.Log, c.AccessLog)
+	}
+	c = NewCommand()
+	_ = flag.Decode(strings.Fields("--entryPoints.db.address=:5432 --accessLog.format=xml"), c)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `accessLog.format="xml"`) {
+		t.Errorf("accessLog.format=xml: %v", err)
+	}
+}
