@@ -21,13 +21,21 @@ import (
 // static configuration (TOLLGATE_ENTRYPOINTS_DB_ADDRESS=:5432).
 const envPrefix = "TOLLGATE_"
 
+// traefikEnvPrefix is Traefik's: its variables are read when no TOLLGATE_
+// variable is set, so that a Traefik container's environment configures
+// tollgate unchanged.
+const traefikEnvPrefix = "TRAEFIK_"
+
 // configBasePaths are where a configuration file is looked for without
-// --configFile, each with .toml, .yaml and .yml.
-var configBasePaths = []string{"/etc/tollgate/tollgate", "$HOME/.config/tollgate", "./tollgate"}
+// --configFile, each with .toml, .yaml and .yml: tollgate's places, then
+// Traefik's (a Traefik container's mounted traefik.yml is read unchanged).
+var configBasePaths = []string{"/etc/tollgate/tollgate", "$HOME/.config/tollgate", "./tollgate",
+	"/etc/traefik/traefik", "$XDG_CONFIG_HOME/traefik", "$HOME/.config/traefik", "./traefik"}
 
 // sources are where one command reads the static configuration from, and,
 // once read, which of them it was: --configFile (else a file in
-// configBasePaths), else flags, else TOLLGATE_* variables. As in Traefik,
+// configBasePaths), else flags, else TOLLGATE_* variables (else TRAEFIK_*
+// ones). As in Traefik,
 // the first source that has anything wins; they do not mix. An error about
 // the configuration names where it was written: the flag, the variable, or
 // the file and line (name, and each loader's own decoding errors).
@@ -36,7 +44,8 @@ type sources struct {
 	file    string   // the configuration file, as given or found
 	content string   // its content
 	args    []string // the flags
-	env     []string // the TOLLGATE_ variables, "NAME=value"
+	env     []string // the TOLLGATE_ (or TRAEFIK_) variables, "NAME=value"
+	prefix  string   // which of the two
 }
 
 // loaders are the paerser resource loaders, in order of precedence, that
@@ -99,21 +108,27 @@ func (l flagLoader) Load(args []string, cmd *cli.Command) (bool, error) {
 
 type envLoader struct{ s *sources }
 
-// Load decodes the TOLLGATE_ variables. When they do not decode, each is
-// decoded alone to name the one at fault.
+// Load decodes the TOLLGATE_ variables, or, when there are none, the
+// TRAEFIK_ ones. When they do not decode, each is decoded alone to name the
+// one at fault.
 func (l envLoader) Load(_ []string, cmd *cli.Command) (bool, error) {
-	vars := env.FindPrefixedEnvVars(os.Environ(), envPrefix, cmd.Configuration)
+	prefix := envPrefix
+	vars := env.FindPrefixedEnvVars(os.Environ(), prefix, cmd.Configuration)
+	if len(vars) == 0 {
+		prefix = traefikEnvPrefix
+		vars = env.FindPrefixedEnvVars(os.Environ(), prefix, cmd.Configuration)
+	}
 	if len(vars) == 0 {
 		return false, nil
 	}
 	sort.Strings(vars)
-	l.s.from, l.s.env = "env", vars
-	err := env.Decode(vars, envPrefix, cmd.Configuration)
+	l.s.from, l.s.env, l.s.prefix = "env", vars, prefix
+	err := env.Decode(vars, prefix, cmd.Configuration)
 	if err == nil {
 		return true, nil
 	}
 	for _, v := range vars {
-		if one := env.Decode([]string{v}, envPrefix, config.NewCommand()); one != nil {
+		if one := env.Decode([]string{v}, prefix, config.NewCommand()); one != nil {
 			name, value, _ := strings.Cut(v, "=")
 			return false, fmt.Errorf("environment variable %s=%q: %s", name, value, explain("", one))
 		}
@@ -144,7 +159,7 @@ func (s *sources) at(key string, line int) string {
 var keyPrefix = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)+)([=:])`)
 
 // name rewrites an error that begins with an option's key so that it names
-// where that option was written: the flag as given, the TOLLGATE_ variable,
+// where that option was written: the flag as given, the variable,
 // or the configuration file and line. Other errors are returned as they are.
 func (s *sources) name(err error) error {
 	if err == nil {
@@ -174,7 +189,7 @@ func (s *sources) name(err error) error {
 	case "env":
 		for _, v := range s.env {
 			name, _, _ := strings.Cut(v, "=")
-			dotted := strings.ReplaceAll(strings.TrimPrefix(strings.ToUpper(name), envPrefix), "_", ".")
+			dotted := strings.ReplaceAll(strings.TrimPrefix(strings.ToUpper(name), s.prefix), "_", ".")
 			if covers(dotted) {
 				if strings.EqualFold(dotted, key) {
 					return &sourceError{"environment variable " + name + rest, err}

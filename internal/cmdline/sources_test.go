@@ -2,6 +2,7 @@ package cmdline
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ import (
 func staticError(t *testing.T, env map[string]string, args ...string) string {
 	t.Helper()
 	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, envPrefix) {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, envPrefix) || strings.HasPrefix(name, traefikEnvPrefix) {
 			t.Setenv(name, "") // restored after the test
 			_ = os.Unsetenv(name)
 		}
@@ -58,6 +59,11 @@ func TestStaticErrorsNameTheirSource(t *testing.T) {
 		{name: "env under a refused section", env: map[string]string{"TOLLGATE_ENTRYPOINTS_DB_ADDRESS": ":5432", "TOLLGATE_PROVIDERS_FILE_WATCH": "true"},
 			want: `environment variable TOLLGATE_PROVIDERS_FILE_WATCH: providers.file: set filename or directory`},
 
+		{name: "traefik env", env: map[string]string{"TRAEFIK_ENTRYPOINTS_DB_ADDRESS": "5432"},
+			want: `environment variable TRAEFIK_ENTRYPOINTS_DB_ADDRESS="5432": ` + hostPort},
+		{name: "tollgate env over traefik env", env: map[string]string{"TOLLGATE_ENTRYPOINTS_DB_ADDRESS": ":5432", "TRAEFIK_ENTRYPOINTS_DB_ADDRESS": "5432"},
+			want: ""},
+
 		{name: "yaml unknown option", file: func(t *testing.T) string { return yml(t, "entryPoints:\n  db:\n    adress: \":5432\"\n") },
 			want: `FILE:3: entryPoints.db.adress: unknown option "adress" (see tollgate --help)`},
 		{name: "toml unknown option", file: func(t *testing.T) string { return toml(t, "[entryPoints.db]\n  adress = \":5432\"\n") },
@@ -95,5 +101,24 @@ func TestStaticErrorsNameTheirSource(t *testing.T) {
 				t.Errorf("error\n  %s\nwant\n  %s", got, want)
 			}
 		})
+	}
+}
+
+// Without --configFile, a traefik.yml where Traefik looks for it (here the
+// working directory) is read, after tollgate's own places.
+func TestTraefikConfigFileIsFound(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile(filepath.Join(dir, "traefik.yml"), []byte("entryPoints:\n  db:\n    address: \"5432\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := staticError(t, nil); !strings.Contains(got, `traefik.yml:3: entryPoints.db.address="5432": not [host]:port`) {
+		t.Fatalf("error %q, want the traefik.yml read and its line named", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tollgate.yml"), []byte("entryPoints:\n  db:\n    address: \":5432\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := staticError(t, nil); got != "" {
+		t.Fatalf("error %q, want tollgate.yml read first (it is good)", got)
 	}
 }
