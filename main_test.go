@@ -252,6 +252,11 @@ func TestTraefikStaticConfigStarts(t *testing.T) {
 		b, _ := os.ReadFile(logFile)
 		return strings.Contains(string(b), "api.dashboard: tollgate has no dashboard") && strings.Contains(string(b), "api.insecure")
 	}, "log.filePath never received the start lines")
+	// The health check, given the same options, asks the traefik entry point's address.
+	hc, err := exec.Command(itest.Binary(t), "healthcheck", "--api.insecure=true", "--entryPoints.traefik.address="+api, "--ping").CombinedOutput()
+	if err != nil || !strings.Contains(string(hc), "OK") {
+		t.Errorf("healthcheck with api.insecure: %v %s", err, hc)
+	}
 }
 
 func runUntilForwarded(t *testing.T, cmd *exec.Cmd, ep, api string) {

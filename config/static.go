@@ -404,20 +404,32 @@ type AccessLog struct {
 	Format string `description:"Accepted for Traefik compatibility: the lines are JSON whatever the format (common is Traefik's HTTP format)." json:"format,omitempty" toml:"format,omitempty" yaml:"format,omitempty" export:"true"`
 }
 
+// ResolveInsecureAPI applies Traefik's api.insecure: the API on the entry
+// point named traefik, which is then no proxy entry point, else on that
+// entry point's default address, :8080; an api.address other than the
+// default wins. Validate calls it; so does `tollgate healthcheck`, to ask
+// the address the API is on.
+func (s *Static) ResolveInsecureAPI() error {
+	a := s.API
+	if a == nil || !a.Insecure || a.Address != DefaultAPIAddress {
+		return nil
+	}
+	a.Address = ":8080"
+	if ep, ok := s.EntryPoints[InsecureAPIEntryPoint]; ok && ep != nil {
+		if err := checkAddress(ep.Address); err != nil {
+			return fmt.Errorf("entryPoints.%s.address=%q: %w", InsecureAPIEntryPoint, ep.Address, err)
+		}
+		a.Address = ep.Address
+		delete(s.EntryPoints, InsecureAPIEntryPoint)
+	}
+	return nil
+}
+
 // Validate checks the static configuration and names the offending key and
 // value in its error.
 func (s *Static) Validate() error {
-	if a := s.API; a != nil && a.Insecure && a.Address == DefaultAPIAddress {
-		// Traefik's api.insecure: the API on the entry point named traefik,
-		// else on that entry point's default address, :8080.
-		a.Address = ":8080"
-		if ep, ok := s.EntryPoints[InsecureAPIEntryPoint]; ok && ep != nil {
-			if err := checkAddress(ep.Address); err != nil {
-				return fmt.Errorf("entryPoints.%s.address=%q: %w", InsecureAPIEntryPoint, ep.Address, err)
-			}
-			a.Address = ep.Address
-			delete(s.EntryPoints, InsecureAPIEntryPoint)
-		}
+	if err := s.ResolveInsecureAPI(); err != nil {
+		return err
 	}
 	if len(s.EntryPoints) == 0 {
 		return fmt.Errorf("no entry point configured: set --entryPoints.<name>.address=[host]:port")

@@ -29,6 +29,9 @@ func Healthcheck() *cli.Command {
 		Configuration: cmd,
 		Resources:     (&sources{}).loaders(),
 		Run: func([]string) error {
+			if err := cmd.ResolveInsecureAPI(); err != nil {
+				return err
+			}
 			addr := config.DefaultAPIAddress
 			switch {
 			case cmd.API != nil && cmd.API.Address != "":
