@@ -311,6 +311,9 @@ type KubernetesCRDProvider struct {
 	Token            string   `description:"Bearer token for the API server (with endpoint)." json:"token,omitempty" toml:"token,omitempty" yaml:"token,omitempty" loggable:"false"`
 	CertAuthFilePath string   `description:"CA certificate file that signs the API server's certificate (with endpoint)." json:"certAuthFilePath,omitempty" toml:"certAuthFilePath,omitempty" yaml:"certAuthFilePath,omitempty"`
 	Namespaces       []string `description:"Namespaces to watch; all when empty." json:"namespaces,omitempty" toml:"namespaces,omitempty" yaml:"namespaces,omitempty" export:"true"`
+	// AllowCrossNamespace lets a route name middlewares, Services, TLS
+	// options and servers transports of other namespaces (Traefik's; off).
+	AllowCrossNamespace bool `description:"Let an IngressRouteTCP reference middlewares, Services, TLS options and servers transports of other namespaces." json:"allowCrossNamespace,omitempty" toml:"allowCrossNamespace,omitempty" yaml:"allowCrossNamespace,omitempty" export:"true"`
 }
 
 // SetDefaults watches every namespace through the ambient configuration.

@@ -48,13 +48,32 @@ type cluster interface {
 // ready, as the EndpointSlice API says) of the Service's EndpointSlices on the
 // port whose name matches the Service port's.
 func build(mws []MiddlewareTCP, routes []IngressRouteTCP, k cluster) (*config.Dynamic, []string) {
-	return buildAll(mws, routes, tlsInputs{}, k)
+	return buildAll(mws, routes, tlsInputs{}, k, options{})
+}
+
+// options are the provider's settings that change what a build makes.
+type options struct {
+	// allowCrossNamespace is providers.kubernetesCRD.allowCrossNamespace:
+	// unless set, a route may name middlewares, Services, TLS options and
+	// servers transports of its own namespace only, as in Traefik. A
+	// reference to another namespace is a problem and fails closed: the
+	// route (or that Service) is not served.
+	allowCrossNamespace bool
+}
+
+// crossNamespace is the problem with a reference of a resource in
+// namespace from to kind ns/name, or nil when it is allowed.
+func (o options) crossNamespace(from, kind, ns, name string) error {
+	if o.allowCrossNamespace || ns == from {
+		return nil
+	}
+	return fmt.Errorf("%s %q is not in the IngressRouteTCP's namespace %q (set providers.kubernetesCRD.allowCrossNamespace to allow it)", kind, ns+"/"+name, from)
 }
 
 // buildAll is build with the TLS resources too (tls.go): the servers
 // transports, TLS options and stores, and the certificates of the routes'
 // secretName.
-func buildAll(mws []MiddlewareTCP, routes []IngressRouteTCP, tin tlsInputs, k cluster) (*config.Dynamic, []string) {
+func buildAll(mws []MiddlewareTCP, routes []IngressRouteTCP, tin tlsInputs, k cluster, opt options) (*config.Dynamic, []string) {
 	tcp := &config.TCPConfiguration{
 		Routers:     map[string]*config.TCPRouter{},
 		Services:    map[string]*config.TCPService{},
@@ -87,6 +106,7 @@ func buildAll(mws []MiddlewareTCP, routes []IngressRouteTCP, tin tlsInputs, k cl
 			key := makeID(ir.Namespace, makeServiceKey(route.Match, ir.Name))
 
 			var mwNames []string
+			var refused error
 			for _, ref := range route.Middlewares {
 				if strings.Contains(ref.Name, "@") {
 					mwNames = append(mwNames, ref.Name)
@@ -96,11 +116,21 @@ func buildAll(mws []MiddlewareTCP, routes []IngressRouteTCP, tin tlsInputs, k cl
 				if ns == "" {
 					ns = ir.Namespace
 				}
+				if err := opt.crossNamespace(ir.Namespace, "MiddlewareTCP", ns, ref.Name); err != nil {
+					refused = err
+					break
+				}
 				id := makeID(ns, ref.Name)
 				if _, ok := tcp.Middlewares[id]; !ok {
 					problems = append(problems, fmt.Sprintf("%s: MiddlewareTCP %q not found", rdesc, ns+"/"+ref.Name))
 				}
 				mwNames = append(mwNames, id)
+			}
+			if refused != nil {
+				// Served without that middleware, the route would admit what
+				// it is meant to limit: it is left out (fail closed).
+				problems = append(problems, fmt.Sprintf("%s: %v: the route is not served", rdesc, refused))
+				continue
 			}
 
 			if len(route.Services) == 0 {
@@ -110,7 +140,7 @@ func buildAll(mws []MiddlewareTCP, routes []IngressRouteTCP, tin tlsInputs, k cl
 			if ir.Spec.TLS != nil {
 				var cert *config.CertAndStores
 				var err error
-				if rtls, cert, err = routeTLS(k, ir); err != nil {
+				if rtls, cert, err = routeTLS(k, ir, opt); err != nil {
 					// Without its certificate the route would serve another
 					// one: it is left out (fail closed).
 					problems = append(problems, fmt.Sprintf("%s: %v: the route is not served", rdesc, err))
@@ -121,7 +151,7 @@ func buildAll(mws []MiddlewareTCP, routes []IngressRouteTCP, tin tlsInputs, k cl
 				}
 			}
 			for _, s := range route.Services {
-				svc, err := loadBalancer(k, ir.Namespace, s)
+				svc, err := loadBalancer(k, ir.Namespace, s, opt)
 				if err != nil {
 					problems = append(problems, fmt.Sprintf("%s: %v", rdesc, err))
 					continue
@@ -166,10 +196,17 @@ func buildAll(mws []MiddlewareTCP, routes []IngressRouteTCP, tin tlsInputs, k cl
 
 // loadBalancer resolves one route Service to a load balancer over its ready
 // endpoints (or its cluster IP with nativeLB).
-func loadBalancer(k cluster, parentNS string, s ServiceTCP) (*config.TCPService, error) {
+func loadBalancer(k cluster, parentNS string, s ServiceTCP, opt options) (*config.TCPService, error) {
 	ns := s.Namespace
 	if ns == "" {
 		ns = parentNS
+	}
+	if err := opt.crossNamespace(parentNS, "Service", ns, s.Name); err != nil {
+		return nil, err
+	}
+	tr, err := transportRef(parentNS, s.ServersTransport, opt)
+	if err != nil {
+		return nil, err
 	}
 	ref := fmt.Sprintf("Service %q port %s", ns+"/"+s.Name, s.Port.String())
 	svc, ok := k.Service(ns, s.Name)
@@ -203,7 +240,7 @@ func loadBalancer(k cluster, parentNS string, s ServiceTCP) (*config.TCPService,
 			servers[i].TLS = true
 		}
 	}
-	lb := &config.TCPServersLoadBalancer{Servers: servers, ServersTransport: transportRef(parentNS, s.ServersTransport)}
+	lb := &config.TCPServersLoadBalancer{Servers: servers, ServersTransport: tr}
 	if s.ProxyProtocol != nil {
 		pp := config.ProxyProtocol{}
 		pp.SetDefaults()

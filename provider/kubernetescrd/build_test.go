@@ -110,6 +110,7 @@ func TestBuild(t *testing.T) {
 		mws      []MiddlewareTCP
 		routes   []IngressRouteTCP
 		k        fakeCluster
+		opt      options
 		want     *config.TCPConfiguration
 		problems []string // substrings, one per problem, in order
 	}{
@@ -127,7 +128,8 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
-			name: "cross-namespace and cross-provider middleware references",
+			name: "cross-namespace and cross-provider middleware references (allowCrossNamespace)",
+			opt:  options{allowCrossNamespace: true},
 			mws:  []MiddlewareTCP{inflight("shared", "limit", 5), {Namespace: "default", Name: "allow", Spec: config.TCPMiddleware{IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"127.0.0.0/8"}}}}},
 			routes: []IngressRouteTCP{route("default", "db", "HostSNI(`*`)",
 				[]ObjectReference{{Name: "limit", Namespace: "shared"}, {Name: "allow"}, {Name: "audit@file"}},
@@ -145,7 +147,31 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
+			name: "without allowCrossNamespace, a middleware of another namespace: the route is not served (fail closed); a Service of another namespace is refused; a namespace-name@kubernetescrd transport is refused",
+			mws:  []MiddlewareTCP{inflight("shared", "limit", 5)},
+			routes: []IngressRouteTCP{
+				route("default", "db", "HostSNI(`*`)", []ObjectReference{{Name: "limit", Namespace: "shared"}}, ServiceTCP{Name: "db", Port: port(5432)}),
+				route("web", "x", "HostSNI(`*`)", nil, ServiceTCP{Name: "db", Namespace: "default", Port: port(5432)}),
+				route("default", "y", "HostSNI(`*`)", nil, ServiceTCP{Name: "db", Port: port(5432), ServersTransport: "other-st@kubernetescrd"}),
+			},
+			k: dbCluster,
+			want: &config.TCPConfiguration{
+				Routers: map[string]*config.TCPRouter{
+					"web-x-" + anyKey:     {Rule: "HostSNI(`*`)", Service: "web-x-" + anyKey},
+					"default-y-" + anyKey: {Rule: "HostSNI(`*`)", Service: "default-y-" + anyKey},
+				},
+				Services:    map[string]*config.TCPService{},
+				Middlewares: map[string]*config.TCPMiddleware{"shared-limit": {InFlightConn: &config.TCPInFlightConn{Amount: 5}}},
+			},
+			problems: []string{
+				`IngressRouteTCP "default/db" routes[0]: MiddlewareTCP "shared/limit" is not in the IngressRouteTCP's namespace "default" (set providers.kubernetesCRD.allowCrossNamespace to allow it): the route is not served`,
+				`IngressRouteTCP "default/y" routes[0]: serversTransport "other-st@kubernetescrd": the namespace-name@kubernetescrd form`,
+				`IngressRouteTCP "web/x" routes[0]: Service "default/db" is not in the IngressRouteTCP's namespace "web"`,
+			},
+		},
+		{
 			name:   "missing middleware: router kept (the proxy disables it), problem names both resources",
+			opt:    options{allowCrossNamespace: true},
 			routes: []IngressRouteTCP{route("default", "db", "HostSNI(`*`)", []ObjectReference{{Name: "nope", Namespace: "other"}}, ServiceTCP{Name: "db", Port: port(5432)})},
 			k:      dbCluster,
 			want: &config.TCPConfiguration{
@@ -189,7 +215,8 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
-			name: "several ports: by number and by name, each from its own slice port; several services weighted",
+			name: "several ports: by number and by name, each from its own slice port; several services weighted (one route's in another namespace: allowCrossNamespace)",
+			opt:  options{allowCrossNamespace: true},
 			routes: []IngressRouteTCP{
 				route("db", "sql", "HostSNI(`*`)", nil, ServiceTCP{Name: "pg", Port: intstr.FromString("sql")}),
 				route("db", "metrics", "HostSNI(`*`)", nil, ServiceTCP{Name: "pg", Port: port(9187)}),
@@ -290,7 +317,7 @@ func TestBuild(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, problems := build(tt.mws, tt.routes, tt.k)
+			got, problems := buildAll(tt.mws, tt.routes, tlsInputs{}, tt.k, tt.opt)
 			if !reflect.DeepEqual(got.TCP, tt.want) {
 				g, _ := json.MarshalIndent(got.TCP, "", "  ")
 				w, _ := json.MarshalIndent(tt.want, "", "  ")

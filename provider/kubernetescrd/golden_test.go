@@ -67,7 +67,9 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := &Provider{}
+			// A manifest says which provider settings it is built with.
+			raw, _ := os.ReadFile(f)
+			p := &Provider{opt: options{allowCrossNamespace: strings.Contains(string(raw), "# providers.kubernetesCRD.allowCrossNamespace=true")}}
 			conf, problems := p.build(storesFrom(t, objs))
 			got, err := json.MarshalIndent(struct {
 				Configuration *config.Dynamic `json:"configuration"`

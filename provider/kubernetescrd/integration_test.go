@@ -197,7 +197,15 @@ func endpointFields(targetPort int64, ready map[string]bool) map[string]any {
 // messages.
 func runProvider(t *testing.T, k *kubetest.Server, namespaces ...string) <-chan provider.Message {
 	t.Helper()
-	p, err := New(&config.KubernetesCRDProvider{Endpoint: k.URL, Token: k.Token, CertAuthFilePath: k.CAFile, Namespaces: namespaces}, zerolog.Nop())
+	return runProviderWith(t, k, &config.KubernetesCRDProvider{Namespaces: namespaces})
+}
+
+// runProviderWith is runProvider with the provider's other settings.
+func runProviderWith(t *testing.T, k *kubetest.Server, cfg *config.KubernetesCRDProvider) <-chan provider.Message {
+	t.Helper()
+	c := *cfg
+	c.Endpoint, c.Token, c.CertAuthFilePath = k.URL, k.Token, k.CAFile
+	p, err := New(&c, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,11 +389,12 @@ func asStatus(err error, out *apierrors.APIStatus) bool {
 
 // TestIntegrationNamespaces checks that a provider limited to namespaces
 // sees only theirs, and that a route may use a middleware from another
-// watched namespace.
+// watched namespace with allowCrossNamespace, and not without.
 func TestIntegrationNamespaces(t *testing.T) {
 	k := kube(t)
 	a, b, c := namespace(t, k, "a"), namespace(t, k, "b"), namespace(t, k, "c")
-	msgs := runProvider(t, k, a, b)
+	msgs := runProviderWith(t, k, &config.KubernetesCRDProvider{Namespaces: []string{a, b}, AllowCrossNamespace: true})
+	strict := runProvider(t, k, a, b)
 	for _, ns := range []string{a, b, c} {
 		create(t, k.Client, service(ns, "db", 5432))
 		create(t, k.Client, endpointSlice(ns, "db-1", "db", 4000, map[string]bool{"10.1.0.1": true}))
@@ -403,6 +412,10 @@ func TestIntegrationNamespaces(t *testing.T) {
 	if m.Configuration.TCP.Routers[routeKey(c, "db")] != nil || m.Configuration.TCP.Middlewares[makeID(c, "limit")] != nil {
 		t.Fatalf("namespace %s is not watched but shows: %s", c, describe(m.Configuration))
 	}
+	await(t, strict, 5*time.Second, "without allowCrossNamespace, the route in "+a+" refused", func(m provider.Message) bool {
+		return m.Configuration != nil && m.Configuration.TCP.Routers[routeKey(a, "db")] == nil && amount(m, makeID(b, "limit")) == 1 &&
+			strings.Contains(strings.Join(m.Problems, "\n"), `MiddlewareTCP "`+b+`/limit" is not in the IngressRouteTCP's namespace "`+a+`"`)
+	})
 }
 
 // TestIntegrationEndpointPropagation measures the time from an EndpointSlice

@@ -54,6 +54,7 @@ const serviceIndex = "service"
 // Provider watches MiddlewareTCP and IngressRouteTCP resources and the
 // Services and EndpointSlices they name. Create it with New.
 type Provider struct {
+	opt        options
 	rest       *rest.Config
 	namespaces []string // "" alone means every namespace
 	log        zerolog.Logger
@@ -75,7 +76,7 @@ func New(cfg *config.KubernetesCRDProvider, log zerolog.Logger) (*Provider, erro
 	rc.UserAgent = "tollgate"
 	logger := log.With().Str("provider", Name).Logger()
 	rc.WarningHandler = warningLogger{logger}
-	return &Provider{rest: rc, namespaces: namespaces(cfg.Namespaces), log: logger}, nil
+	return &Provider{rest: rc, namespaces: namespaces(cfg.Namespaces), log: logger, opt: options{allowCrossNamespace: cfg.AllowCrossNamespace}}, nil
 }
 
 func restConfig(cfg *config.KubernetesCRDProvider) (*rest.Config, error) {
@@ -475,7 +476,7 @@ func (p *Provider) build(sets []*informers) (*config.Dynamic, []string) {
 		}
 	}
 	k := &cacheCluster{sets: sets, decoded: &p.decoded}
-	conf, more := buildAll(mws, routes, tin, k)
+	conf, more := buildAll(mws, routes, tin, k, p.opt)
 	p.decoded.end()
 	problems = append(append(problems, k.problems...), more...)
 	// Stores list in map order; a stable order lets the watcher log a

@@ -285,7 +285,7 @@ func serversTransport(k cluster, st ServersTransportTCP) (*config.TCPServersTran
 
 // routeTLS is a route's router TLS section and, with a secretName, its
 // certificate (nil otherwise).
-func routeTLS(k cluster, ir IngressRouteTCP) (*config.RouterTCPTLSConfig, *config.CertAndStores, error) {
+func routeTLS(k cluster, ir IngressRouteTCP, opt options) (*config.RouterTCPTLSConfig, *config.CertAndStores, error) {
 	t := ir.Spec.TLS
 	out := &config.RouterTCPTLSConfig{Passthrough: t.Passthrough, CertResolver: t.CertResolver}
 	for _, d := range t.Domains {
@@ -302,6 +302,9 @@ func routeTLS(k cluster, ir IngressRouteTCP) (*config.RouterTCPTLSConfig, *confi
 			if ns == "" {
 				ns = ir.Namespace
 			}
+			if err := opt.crossNamespace(ir.Namespace, "TLSOption", ns, o.Name); err != nil {
+				return nil, nil, fmt.Errorf("tls.options: %w", err)
+			}
 			out.Options = makeID(ns, o.Name)
 		}
 	}
@@ -317,12 +320,17 @@ func routeTLS(k cluster, ir IngressRouteTCP) (*config.RouterTCPTLSConfig, *confi
 
 // transportRef is a route service's serversTransport: `<namespace>-<name>`
 // of a ServersTransportTCP of the route's namespace, or a name with "@"
-// (another provider's) as it is.
-func transportRef(ns, name string) string {
-	if name == "" || strings.Contains(name, "@") {
-		return name
+// (another provider's) as it is. `<namespace>-<name>@kubernetescrd` may
+// name another namespace's, so, as in Traefik, it is refused unless
+// cross-namespace references are allowed.
+func transportRef(ns, name string, opt options) (string, error) {
+	if !opt.allowCrossNamespace && strings.HasSuffix(name, "@kubernetescrd") {
+		return "", fmt.Errorf("serversTransport %q: the namespace-name@kubernetescrd form can name another namespace's, which is not allowed (set providers.kubernetesCRD.allowCrossNamespace to allow it)", name)
 	}
-	return makeID(ns, name)
+	if name == "" || strings.Contains(name, "@") {
+		return name, nil
+	}
+	return makeID(ns, name), nil
 }
 
 func sortedByName[T any](in []T, key func(T) (string, string)) []T {

@@ -94,7 +94,7 @@ func TestBuildTLSResources(t *testing.T) {
 		},
 		stores: []TLSStore{{Namespace: "edge", Name: "default", Spec: TLSStoreSpec{DefaultCertificate: &SecretRef{SecretName: "default"}}}},
 	}
-	got, problems := buildAll(nil, routes, in, k)
+	got, problems := buildAll(nil, routes, in, k, options{allowCrossNamespace: true}) // the other route names edge's TLS option
 
 	pgKey := makeID("db", makeServiceKey("HostSNI(`db.example`)", "pg"))
 	otherKey := makeID("db", makeServiceKey("HostSNI(`other.example`)", "other"))
@@ -152,11 +152,21 @@ func TestBuildTLSResources(t *testing.T) {
 
 	// Two TLSOptions named default: neither applies.
 	in.options = append(in.options, TLSOption{Namespace: "db", Name: "default"})
-	got, problems = buildAll(nil, nil, in, k)
+	got, problems = buildAll(nil, nil, in, k, options{})
 	if _, ok := got.TLS.Options["default"]; ok {
 		t.Error("default TLSOption from two namespaces applies")
 	}
 	if !strings.Contains(strings.Join(problems, "\n"), `TLSOption "default" defined in several namespaces (db, edge)`) {
+		t.Errorf("problems %q", problems)
+	}
+
+	// Without allowCrossNamespace, the route naming edge's TLS option is not
+	// served (it would terminate with other options than it names).
+	got, problems = buildAll(nil, routes, in, k, options{})
+	if r := got.TCP.Routers[otherKey]; r != nil {
+		t.Errorf("router %s served with another namespace's TLS option: %+v", otherKey, r)
+	}
+	if !strings.Contains(strings.Join(problems, "\n"), `tls.options: TLSOption "edge/strict" is not in the IngressRouteTCP's namespace "db"`) {
 		t.Errorf("problems %q", problems)
 	}
 }
