@@ -314,6 +314,10 @@ type KubernetesCRDProvider struct {
 	// AllowCrossNamespace lets a route name middlewares, Services, TLS
 	// options and servers transports of other namespaces (Traefik's; off).
 	AllowCrossNamespace bool `description:"Let an IngressRouteTCP reference middlewares, Services, TLS options and servers transports of other namespaces." json:"allowCrossNamespace,omitempty" toml:"allowCrossNamespace,omitempty" yaml:"allowCrossNamespace,omitempty" export:"true"`
+	// LabelSelector and IngressClass pick the resources that are this
+	// instance's, as in Traefik.
+	LabelSelector string `description:"Read only the traefik.io resources this Kubernetes label selector selects." json:"labelSelector,omitempty" toml:"labelSelector,omitempty" yaml:"labelSelector,omitempty" export:"true"`
+	IngressClass  string `description:"Serve only the IngressRouteTCPs annotated kubernetes.io/ingress.class with this value (when empty: not annotated, or traefik)." json:"ingressClass,omitempty" toml:"ingressClass,omitempty" yaml:"ingressClass,omitempty" export:"true"`
 }
 
 // SetDefaults watches every namespace through the ambient configuration.

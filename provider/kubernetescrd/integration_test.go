@@ -544,3 +544,58 @@ func TestIntegrationRateLimit(t *testing.T) {
 		t.Fatalf("burst 0 refused: %v", err)
 	}
 }
+
+// TestIntegrationSelectorAndClass checks providers.kubernetesCRD.labelSelector
+// (of Traefik's resources only: the Service and its endpoints carry no
+// label) and ingressClass (kubernetes.io/ingress.class), as Traefik reads
+// them: without an ingressClass, a route given to another class is not
+// served, one given to traefik is.
+func TestIntegrationSelectorAndClass(t *testing.T) {
+	k := kube(t)
+	ns := namespace(t, k, "sel")
+	create(t, k.Client, service(ns, "db", 5432))
+	create(t, k.Client, endpointSlice(ns, "db-1", "db", 4000, map[string]bool{"10.1.0.1": true}))
+	routes := map[string]struct {
+		labels map[string]string
+		class  string
+	}{
+		"plain":    {nil, ""},
+		"mine":     {map[string]string{"edge": "tollgate"}, ""},
+		"traefik":  {map[string]string{"edge": "tollgate"}, "traefik"},
+		"internal": {map[string]string{"edge": "tollgate"}, "internal"},
+	}
+	for name, r := range routes {
+		u := ingressRouteTCP(ns, name, "db", 5432)
+		u.SetLabels(r.labels)
+		if r.class != "" {
+			u.SetAnnotations(map[string]string{"kubernetes.io/ingress.class": r.class})
+		}
+		create(t, k.Client, u)
+	}
+	served := func(m provider.Message) string {
+		var got []string
+		for _, name := range []string{"internal", "mine", "plain", "traefik"} {
+			if r := m.Configuration.TCP.Routers[routeKey(ns, name)]; r != nil && len(servers(m, routeKey(ns, name))) == 1 {
+				got = append(got, name)
+			}
+		}
+		return strings.Join(got, ",")
+	}
+	for _, tc := range []struct {
+		cfg  config.KubernetesCRDProvider
+		want string
+	}{
+		{config.KubernetesCRDProvider{}, "mine,plain,traefik"},
+		{config.KubernetesCRDProvider{LabelSelector: "edge=tollgate"}, "mine,traefik"},
+		{config.KubernetesCRDProvider{LabelSelector: "edge=tollgate", IngressClass: "internal"}, "internal"},
+	} {
+		tc.cfg.Namespaces = []string{ns}
+		msgs := runProviderWith(t, k, &tc.cfg)
+		await(t, msgs, 5*time.Second, fmt.Sprintf("selector %q class %q serving %s", tc.cfg.LabelSelector, tc.cfg.IngressClass, tc.want), func(m provider.Message) bool {
+			return m.Configuration != nil && served(m) == tc.want
+		})
+	}
+	if _, err := New(&config.KubernetesCRDProvider{Endpoint: k.URL, LabelSelector: "edge in (a"}, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), `providers.kubernetesCRD.labelSelector="edge in (a"`) {
+		t.Errorf("a bad labelSelector: %v", err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
@@ -54,11 +55,13 @@ const serviceIndex = "service"
 // Provider watches MiddlewareTCP and IngressRouteTCP resources and the
 // Services and EndpointSlices they name. Create it with New.
 type Provider struct {
-	opt        options
-	rest       *rest.Config
-	namespaces []string // "" alone means every namespace
-	log        zerolog.Logger
-	decoded    decodeCache // used by Run's goroutine only
+	opt          options
+	selector     string // providers.kubernetesCRD.labelSelector: of the traefik.io resources listed
+	ingressClass string // providers.kubernetesCRD.ingressClass
+	rest         *rest.Config
+	namespaces   []string // "" alone means every namespace
+	log          zerolog.Logger
+	decoded      decodeCache // used by Run's goroutine only
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -72,11 +75,33 @@ func New(cfg *config.KubernetesCRDProvider, log zerolog.Logger) (*Provider, erro
 	if err != nil {
 		return nil, err
 	}
+	if cfg.LabelSelector != "" {
+		if _, err := labels.Parse(cfg.LabelSelector); err != nil {
+			return nil, fmt.Errorf("providers.kubernetesCRD.labelSelector=%q: %w", cfg.LabelSelector, err)
+		}
+	}
 	rc = rest.CopyConfig(rc)
 	rc.UserAgent = "tollgate"
 	logger := log.With().Str("provider", Name).Logger()
 	rc.WarningHandler = warningLogger{logger}
-	return &Provider{rest: rc, namespaces: namespaces(cfg.Namespaces), log: logger, opt: options{allowCrossNamespace: cfg.AllowCrossNamespace}}, nil
+	return &Provider{rest: rc, namespaces: namespaces(cfg.Namespaces), log: logger, selector: cfg.LabelSelector, ingressClass: cfg.IngressClass,
+		opt: options{allowCrossNamespace: cfg.AllowCrossNamespace}}, nil
+}
+
+// ingressClassAnnotation is the annotation that gives an IngressRouteTCP
+// to one ingress controller (Traefik's).
+const ingressClassAnnotation = "kubernetes.io/ingress.class"
+
+// defaultIngressClass is the class an IngressRouteTCP may carry to be
+// served when no ingressClass is configured: Traefik's.
+const defaultIngressClass = "traefik"
+
+// servesClass reports whether a route annotated with class is this
+// provider's, as Traefik decides it: the configured ingressClass exactly;
+// without one, no annotation or "traefik". A route given to another
+// controller is not served here.
+func (p *Provider) servesClass(class string) bool {
+	return class == p.ingressClass || p.ingressClass == "" && class == defaultIngressClass
 }
 
 func restConfig(cfg *config.KubernetesCRDProvider) (*rest.Config, error) {
@@ -209,7 +234,11 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 		for _, ns := range p.namespaces {
 			in := &informers{namespace: ns}
 			mk := func(gvr schema.GroupVersionResource, indexers cache.Indexers) cache.SharedIndexInformer {
-				inf := newInformer(client, gvr, ns, indexers)
+				selector := ""
+				if gvr.Group == middlewaresGVR.Group { // the labelSelector is of Traefik's resources only, as in Traefik
+					selector = p.selector
+				}
+				inf := newInformer(client, gvr, ns, selector, indexers)
 				_ = inf.SetWatchErrorHandlerWithContext(onWatchError(gvr, ns))
 				_, _ = inf.AddEventHandler(handler)
 				return inf
@@ -362,16 +391,19 @@ func send(ctx context.Context, out chan<- provider.Message, m provider.Message) 
 	}
 }
 
-// newInformer lists and watches one resource (in one namespace, or all) as
-// unstructured objects through the dynamic client, which keeps client-go's
-// typed clients and informers (every API group) out of the binary.
-func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource, ns string, indexers cache.Indexers) cache.SharedIndexInformer {
+// newInformer lists and watches one resource (in one namespace, or all;
+// with a label selector, those it selects) as unstructured objects through
+// the dynamic client, which keeps client-go's typed clients and informers
+// (every API group) out of the binary.
+func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource, ns, selector string, indexers cache.Indexers) cache.SharedIndexInformer {
 	res := client.Resource(gvr).Namespace(ns)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.LabelSelector = selector
 			return res.List(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = selector
 			return res.Watch(ctx, opts)
 		},
 	}
@@ -421,6 +453,9 @@ func (p *Provider) build(sets []*informers) (*config.Dynamic, []string) {
 		}
 		for _, obj := range in.routes.GetStore().List() {
 			u := obj.(*unstructured.Unstructured)
+			if !p.servesClass(u.GetAnnotations()[ingressClassAnnotation]) {
+				continue // another ingress controller's
+			}
 			v, err := p.decoded.get("IngressRouteTCP", u, func() (any, error) {
 				var spec IngressRouteTCPSpec
 				err := decodeSpec(u.Object["spec"], &spec)
