@@ -30,7 +30,6 @@ import (
 	"github.com/tollgate-proxy/tollgate/provider/docker"
 	"github.com/tollgate-proxy/tollgate/provider/file"
 	"github.com/tollgate-proxy/tollgate/provider/kubernetescrd"
-	"github.com/tollgate-proxy/tollgate/provider/kv"
 	kvconsul "github.com/tollgate-proxy/tollgate/provider/kv/consul"
 	kvetcd "github.com/tollgate-proxy/tollgate/provider/kv/etcd"
 	kvredis "github.com/tollgate-proxy/tollgate/provider/kv/redis"
@@ -536,7 +535,7 @@ func sharedStores(cfgs map[string]*config.Store, log zerolog.Logger) (map[string
 			closeStores(stores)
 			return nil, fmt.Errorf("stores.%s: no store type: set stores.%s.redis.endpoints", name, name)
 		}
-		tc, err := kv.TLSConfig(c.Redis.TLS, "stores."+name+".redis.tls")
+		tc, err := provider.TLSConfig(c.Redis.TLS, "stores."+name+".redis.tls")
 		if err != nil {
 			closeStores(stores)
 			return nil, err

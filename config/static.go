@@ -290,6 +290,15 @@ type ConsulCatalogProvider struct {
 	RefreshInterval  Duration        `description:"Full resync period." json:"refreshInterval,omitempty" toml:"refreshInterval,omitempty" yaml:"refreshInterval,omitempty" export:"true"`
 	StrictChecks     []string        `description:"Health check states that keep an instance (passing, warning, critical, maintenance)." json:"strictChecks,omitempty" toml:"strictChecks,omitempty" yaml:"strictChecks,omitempty" export:"true"`
 	Constraints      string          `description:"Constraints expression over tags (Tag, TagRegex, &&, ||, !)." json:"constraints,omitempty" toml:"constraints,omitempty" yaml:"constraints,omitempty" export:"true"`
+	// Stale, Cache and RequireConsistent are Traefik's read modes.
+	Stale             bool `description:"Let any server answer reads, not only the leader (Consul's stale mode)." json:"stale,omitempty" toml:"stale,omitempty" yaml:"stale,omitempty" export:"true"`
+	Cache             bool `description:"Read through the agent's cache." json:"cache,omitempty" toml:"cache,omitempty" yaml:"cache,omitempty" export:"true"`
+	RequireConsistent bool `description:"Reads in Consul's consistent mode." json:"requireConsistent,omitempty" toml:"requireConsistent,omitempty" yaml:"requireConsistent,omitempty" export:"true"`
+	// DefaultRule and ServiceName are accepted for Traefik compatibility:
+	// the default rule is for HTTP routers, a TCP router needs its rule tag;
+	// the service name is Traefik's own, for Consul Connect.
+	DefaultRule string `description:"Accepted for Traefik compatibility: a default rule applies to HTTP routers only (a TCP router needs its rule tag)." json:"defaultRule,omitempty" toml:"defaultRule,omitempty" yaml:"defaultRule,omitempty" export:"true"`
+	ServiceName string `description:"Accepted for Traefik compatibility (Traefik's own name in Consul, for Connect, which tollgate does not do)." json:"serviceName,omitempty" toml:"serviceName,omitempty" yaml:"serviceName,omitempty" export:"true"`
 }
 
 // SetDefaults mirrors Traefik's consulCatalog defaults, but watches by default.
@@ -331,8 +340,21 @@ func (k *KubernetesCRDProvider) SetDefaults() {
 // ConsulEndpoint is how to reach the Consul agent.
 type ConsulEndpoint struct {
 	Address    string `description:"Consul HTTP address (CONSUL_HTTP_ADDR when empty, else 127.0.0.1:8500)." json:"address,omitempty" toml:"address,omitempty" yaml:"address,omitempty"`
+	Scheme     string `description:"http or https (what the address says, else http; https when tls is set)." json:"scheme,omitempty" toml:"scheme,omitempty" yaml:"scheme,omitempty"`
 	Token      string `description:"ACL token (CONSUL_HTTP_TOKEN when empty)." json:"token,omitempty" toml:"token,omitempty" yaml:"token,omitempty" loggable:"false"`
 	Datacenter string `description:"Datacenter to read." json:"datacenter,omitempty" toml:"datacenter,omitempty" yaml:"datacenter,omitempty"`
+	// TLS and HTTPAuth are Traefik's endpoint.tls and endpoint.httpAuth.
+	TLS      *KVClientTLS    `description:"TLS to the agent (https)." json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" export:"true"`
+	HTTPAuth *ConsulHTTPAuth `description:"HTTP basic authentication (a proxy in front of the agent)." json:"httpAuth,omitempty" toml:"httpAuth,omitempty" yaml:"httpAuth,omitempty" export:"true"`
+	// EndpointWaitTime bounds each blocking query (the agent's default,
+	// 5 minutes, when zero; tollgate's own watch asks for less).
+	EndpointWaitTime Duration `description:"How long a blocking query waits for a change." json:"endpointWaitTime,omitempty" toml:"endpointWaitTime,omitempty" yaml:"endpointWaitTime,omitempty" export:"true"`
+}
+
+// ConsulHTTPAuth is HTTP basic authentication to the Consul endpoint.
+type ConsulHTTPAuth struct {
+	Username string `description:"Basic auth user name." json:"username,omitempty" toml:"username,omitempty" yaml:"username,omitempty" loggable:"false"`
+	Password string `description:"Basic auth password." json:"password,omitempty" toml:"password,omitempty" yaml:"password,omitempty" loggable:"false"`
 }
 
 // SetDefaults leaves the address to the environment or 127.0.0.1:8500.

@@ -44,6 +44,14 @@ type catalog interface {
 // consulClient is catalog over *api.Client.
 type consulClient struct {
 	c *api.Client
+	q api.QueryOptions // the read modes (stale, cache, consistent) of every query
+}
+
+// opts are the query options of one read: c.q's modes, and the rest.
+func (cc consulClient) opts(ctx context.Context, index uint64, wait time.Duration, filter string) *api.QueryOptions {
+	q := cc.q
+	q.WaitIndex, q.WaitTime, q.Filter = index, wait, filter
+	return q.WithContext(ctx)
 }
 
 var _ catalog = consulClient{}
@@ -53,7 +61,7 @@ var _ catalog = consulClient{}
 const checksFilter = `ServiceID == "" or Status != "passing"`
 
 func (cc consulClient) Services(ctx context.Context, index uint64, wait time.Duration) (map[string][]string, uint64, error) {
-	q := (&api.QueryOptions{WaitIndex: index, WaitTime: wait}).WithContext(ctx)
+	q := cc.opts(ctx, index, wait, "")
 	svcs, meta, err := cc.c.Catalog().Services(q)
 	if err != nil {
 		return nil, 0, err
@@ -64,7 +72,7 @@ func (cc consulClient) Services(ctx context.Context, index uint64, wait time.Dur
 func (cc consulClient) HealthIndex(ctx context.Context, index uint64, wait time.Duration) (uint64, error) {
 	// The filter only trims the answer: the index (and so the wake-up) is
 	// that of every check in the datacenter.
-	q := (&api.QueryOptions{WaitIndex: index, WaitTime: wait, Filter: checksFilter}).WithContext(ctx)
+	q := cc.opts(ctx, index, wait, checksFilter)
 	_, meta, err := cc.c.Health().State(api.HealthAny, q)
 	if err != nil {
 		return 0, err
@@ -73,7 +81,7 @@ func (cc consulClient) HealthIndex(ctx context.Context, index uint64, wait time.
 }
 
 func (cc consulClient) Nodes(ctx context.Context) ([]string, error) {
-	nodes, _, err := cc.c.Catalog().Nodes((&api.QueryOptions{}).WithContext(ctx))
+	nodes, _, err := cc.c.Catalog().Nodes(cc.opts(ctx, 0, 0, ""))
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +93,7 @@ func (cc consulClient) Nodes(ctx context.Context) ([]string, error) {
 }
 
 func (cc consulClient) NodeInstances(ctx context.Context, node string) ([]Instance, error) {
-	list, _, err := cc.c.Catalog().NodeServiceList(node, (&api.QueryOptions{}).WithContext(ctx))
+	list, _, err := cc.c.Catalog().NodeServiceList(node, cc.opts(ctx, 0, 0, ""))
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +114,7 @@ func (cc consulClient) NodeInstances(ctx context.Context, node string) ([]Instan
 }
 
 func (cc consulClient) ServiceInstances(ctx context.Context, name string) ([]Instance, error) {
-	entries, _, err := cc.c.Catalog().Service(name, "", (&api.QueryOptions{}).WithContext(ctx))
+	entries, _, err := cc.c.Catalog().Service(name, "", cc.opts(ctx, 0, 0, ""))
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +132,7 @@ func (cc consulClient) ServiceInstances(ctx context.Context, name string) ([]Ins
 }
 
 func (cc consulClient) Checks(ctx context.Context) (api.HealthChecks, error) {
-	q := (&api.QueryOptions{Filter: checksFilter}).WithContext(ctx)
+	q := cc.opts(ctx, 0, 0, checksFilter)
 	checks, _, err := cc.c.Health().State(api.HealthAny, q)
 	return checks, err
 }

@@ -86,6 +86,30 @@ func New(cfg *config.ConsulCatalogProvider, log zerolog.Logger) (*Provider, erro
 		if ep.Datacenter != "" {
 			apiCfg.Datacenter = ep.Datacenter
 		}
+		switch ep.Scheme {
+		case "":
+			if ep.TLS != nil && !strings.Contains(apiCfg.Address, "://") {
+				apiCfg.Scheme = "https"
+			}
+		case "http", "https":
+			apiCfg.Scheme = ep.Scheme
+		default:
+			return nil, fmt.Errorf("providers.consulCatalog.endpoint.scheme=%q: use http or https", ep.Scheme)
+		}
+		if t := ep.TLS; t != nil {
+			// The files are read here, so that a bad one is an error naming
+			// its option at start (the client reads them again).
+			if _, err := provider.TLSConfig(t, "providers.consulCatalog.endpoint.tls"); err != nil {
+				return nil, err
+			}
+			apiCfg.TLSConfig = api.TLSConfig{CAFile: t.CA, CertFile: t.Cert, KeyFile: t.Key, InsecureSkipVerify: t.InsecureSkipVerify}
+		}
+		if a := ep.HTTPAuth; a != nil {
+			apiCfg.HttpAuth = &api.HttpBasicAuth{Username: a.Username, Password: a.Password}
+		}
+		if ep.EndpointWaitTime < 0 {
+			return nil, fmt.Errorf("providers.consulCatalog.endpoint.endpointWaitTime=%s: must not be negative", ep.EndpointWaitTime)
+		}
 	}
 	if err := checkEndpoint(apiCfg.Address); err != nil {
 		return nil, fmt.Errorf("providers.consulCatalog.endpoint.address=%q: %w", apiCfg.Address, err)
@@ -131,9 +155,13 @@ func New(cfg *config.ConsulCatalogProvider, log zerolog.Logger) (*Provider, erro
 		refresh = 15 * time.Second
 	}
 
+	timing := defaultTiming
+	if ep := cfg.Endpoint; ep != nil && ep.EndpointWaitTime > 0 {
+		timing.wait = time.Duration(ep.EndpointWaitTime)
+	}
 	return &Provider{
 		log:     log.With().Str("provider", Name).Logger(),
-		client:  consulClient{c: client},
+		client:  consulClient{c: client, q: api.QueryOptions{AllowStale: cfg.Stale, UseCache: cfg.Cache, RequireConsistent: cfg.RequireConsistent}},
 		address: address,
 		opts: Options{
 			Prefix:           cfg.Prefix,
@@ -145,7 +173,7 @@ func New(cfg *config.ConsulCatalogProvider, log zerolog.Logger) (*Provider, erro
 		watch:    cfg.Watch,
 		refresh:  refresh,
 		parallel: DefaultParallelReads,
-		timing:   defaultTiming,
+		timing:   timing,
 	}, nil
 }
 

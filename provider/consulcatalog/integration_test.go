@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
@@ -437,4 +439,44 @@ func TestAgentScale(t *testing.T) {
 		}
 	}
 	t.Logf("scale: proxy.Compile of that snapshot: first %v, reloads %v and %v (target <= 50ms)", compiles[0], compiles[1], compiles[2])
+}
+
+// The endpoint over HTTPS (endpoint.tls.ca), read in stale mode through the
+// agent's cache: the registered service is routed. Without the CA the
+// certificate is refused, and the error says so.
+func TestAgentProviderTLS(t *testing.T) {
+	configDir, certDir := t.TempDir(), t.TempDir()
+	cert, _ := itest.SelfSigned(t, "127.0.0.1")
+	certFile, keyFile := itest.WritePEM(t, certDir, cert)
+	https := freePort(t)
+	hcl := fmt.Sprintf("ports { https = %d }\ntls { defaults { cert_file = %q, key_file = %q } }\n", https, certFile, keyFile)
+	if err := os.WriteFile(filepath.Join(configDir, "tls.hcl"), []byte(hcl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, configDir)
+	register(t, a.Client(), "db", "db-1", 15432, design7...)
+
+	run := func(tlsCfg *config.KVClientTLS) <-chan provider.Message {
+		cfg := &config.ConsulCatalogProvider{}
+		cfg.SetDefaults()
+		cfg.Endpoint.Address = "127.0.0.1:" + strconv.Itoa(https)
+		cfg.Endpoint.TLS = tlsCfg
+		cfg.Stale, cfg.Cache = true, true
+		p, err := New(cfg, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runProvider(t, p)
+	}
+	until(t, run(&config.KVClientTLS{CA: certFile}), 10*time.Second, "db routed over https", func(c *config.TCPConfiguration, _ provider.Message) bool {
+		s := c.Services["db"]
+		return s != nil && s.LoadBalancer != nil && len(s.LoadBalancer.Servers) == 1
+	})
+	next(t, run(&config.KVClientTLS{}), 10*time.Second, "an error naming the certificate", func(m provider.Message) bool {
+		return m.Err != nil && strings.Contains(m.Err.Error(), "certificate")
+	})
+	if _, err := New(&config.ConsulCatalogProvider{Endpoint: &config.ConsulEndpoint{TLS: &config.KVClientTLS{CA: "/nonexistent/ca.pem"}}}, zerolog.Nop()); err == nil ||
+		!strings.Contains(err.Error(), `providers.consulCatalog.endpoint.tls.ca="/nonexistent/ca.pem"`) {
+		t.Errorf("a missing CA file: %v", err)
+	}
 }

@@ -2,12 +2,9 @@ package kv
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"reflect"
 	"time"
 
@@ -175,37 +172,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // Sleep is sleep for the stores' packages: it waits for d or until ctx is
 // done, and reports whether d passed.
 func Sleep(ctx context.Context, d time.Duration) bool { return sleep(ctx, d) }
-
-// TLSConfig builds the client TLS configuration of cfg (nil when cfg is
-// nil). option names the option in errors ("providers.etcd.tls").
-func TLSConfig(cfg *config.KVClientTLS, option string) (*tls.Config, error) {
-	if cfg == nil {
-		return nil, nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // an explicit option, for tests
-	if cfg.CA != "" {
-		pem, err := os.ReadFile(cfg.CA)
-		if err != nil {
-			return nil, fmt.Errorf("%s.ca=%q: %w", option, cfg.CA, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s.ca=%q: no PEM certificate in the file", option, cfg.CA)
-		}
-		tc.RootCAs = pool
-	}
-	switch {
-	case cfg.Cert != "" && cfg.Key != "":
-		cert, err := tls.LoadX509KeyPair(cfg.Cert, cfg.Key)
-		if err != nil {
-			return nil, fmt.Errorf("%s.cert=%q, %s.key=%q: %w", option, cfg.Cert, option, cfg.Key, err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	case cfg.Cert != "" || cfg.Key != "":
-		return nil, fmt.Errorf("%s: set both cert and key, or neither", option)
-	}
-	return tc, nil
-}
 
 // ErrNoEndpoint is returned by the stores' constructors for an empty
 // endpoints list.

@@ -27,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/kv"
 )
 
@@ -54,7 +55,7 @@ func New(cfg *config.ConsulKVProvider, log zerolog.Logger) ([]*kv.Provider, erro
 	if len(cfg.Endpoints) == 0 {
 		return nil, fmt.Errorf("providers.consul.endpoints: %w", kv.ErrNoEndpoint)
 	}
-	if _, err := kv.TLSConfig(cfg.TLS, "providers.consul.tls"); err != nil {
+	if _, err := provider.TLSConfig(cfg.TLS, "providers.consul.tls"); err != nil {
 		return nil, err
 	}
 	var clients []kvAPI

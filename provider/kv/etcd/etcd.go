@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/kv"
 )
 
@@ -66,7 +67,7 @@ func New(cfg *config.EtcdProvider, log zerolog.Logger) (*kv.Provider, error) {
 	if (cfg.Username == "") != (cfg.Password == "") {
 		return nil, errors.New("providers.etcd: set both username and password, or neither")
 	}
-	tc, err := kv.TLSConfig(cfg.TLS, "providers.etcd.tls")
+	tc, err := provider.TLSConfig(cfg.TLS, "providers.etcd.tls")
 	if err != nil {
 		return nil, err
 	}

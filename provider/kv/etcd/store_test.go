@@ -15,6 +15,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/kv"
 	"github.com/tollgate-proxy/tollgate/provider/kv/internal/kvtest"
 )
@@ -158,7 +159,7 @@ func TestTLSAndAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(proc.Stop)
-	tc, err := kv.TLSConfig(&config.KVClientTLS{CA: cert}, "test")
+	tc, err := provider.TLSConfig(&config.KVClientTLS{CA: cert}, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

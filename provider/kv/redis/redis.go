@@ -37,6 +37,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/kv"
 )
 
@@ -89,7 +90,7 @@ func New(cfg *config.RedisProvider, log zerolog.Logger) (*kv.Provider, error) {
 	if cfg.DB < 0 {
 		return nil, fmt.Errorf("providers.redis.db=%d: must not be negative", cfg.DB)
 	}
-	tc, err := kv.TLSConfig(cfg.TLS, "providers.redis.tls")
+	tc, err := provider.TLSConfig(cfg.TLS, "providers.redis.tls")
 	if err != nil {
 		return nil, err
 	}
