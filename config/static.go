@@ -247,6 +247,18 @@ type DockerProvider struct {
 	AllowEmptyServices bool     `description:"Keep services whose containers are all unhealthy or stopped (with no servers)." json:"allowEmptyServices,omitempty" toml:"allowEmptyServices,omitempty" yaml:"allowEmptyServices,omitempty" export:"true"`
 	Constraints        string   `description:"Constraints expression over container labels (Label, LabelRegex, &&, ||, !)." json:"constraints,omitempty" toml:"constraints,omitempty" yaml:"constraints,omitempty" export:"true"`
 	RefreshInterval    Duration `description:"Full resync period, a safety net besides events." json:"refreshInterval,omitempty" toml:"refreshInterval,omitempty" yaml:"refreshInterval,omitempty" export:"true"`
+	EngineClient
+}
+
+// EngineClient is how the Docker and Swarm providers reach the engine
+// besides its endpoint: Traefik's tls, username, password and
+// httpClientTimeout, and its defaultRule, accepted.
+type EngineClient struct {
+	TLS               *KVClientTLS `description:"TLS to the engine (a tcp:// endpoint): ca, cert, key, insecureSkipVerify." json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" export:"true"`
+	Username          string       `description:"HTTP basic authentication user name (an engine behind a proxy)." json:"username,omitempty" toml:"username,omitempty" yaml:"username,omitempty" loggable:"false"`
+	Password          string       `description:"HTTP basic authentication password." json:"password,omitempty" toml:"password,omitempty" yaml:"password,omitempty" loggable:"false"`
+	HTTPClientTimeout Duration     `description:"Timeout of each request to the engine (not of the event stream); 0 for the default of 10s." json:"httpClientTimeout,omitempty" toml:"httpClientTimeout,omitempty" yaml:"httpClientTimeout,omitempty" export:"true"`
+	DefaultRule       string       `description:"Accepted for Traefik compatibility: a default rule applies to HTTP routers only (a TCP router needs its rule label)." json:"defaultRule,omitempty" toml:"defaultRule,omitempty" yaml:"defaultRule,omitempty" export:"true"`
 }
 
 // SetDefaults mirrors Traefik's Docker provider defaults.
@@ -269,7 +281,7 @@ type SwarmProvider struct {
 	Watch              bool     `description:"Watch the engine's service, node and task container events (else poll every refreshSeconds only)." json:"watch,omitempty" toml:"watch,omitempty" yaml:"watch,omitempty" export:"true"`
 	RefreshSeconds     Duration `description:"Full resync period, the safety net besides events; 0 for none." json:"refreshSeconds,omitempty" toml:"refreshSeconds,omitempty" yaml:"refreshSeconds,omitempty" export:"true"`
 	AllowEmptyServices bool     `description:"Keep services that have no running task (with no servers)." json:"allowEmptyServices,omitempty" toml:"allowEmptyServices,omitempty" yaml:"allowEmptyServices,omitempty" export:"true"`
-	HTTPClientTimeout  Duration `description:"Timeout of each request to the engine (not of the event stream); 0 for the default of 10s." json:"httpClientTimeout,omitempty" toml:"httpClientTimeout,omitempty" yaml:"httpClientTimeout,omitempty" export:"true"`
+	EngineClient
 }
 
 // SetDefaults mirrors Traefik v3's Swarm provider defaults (refreshSeconds

@@ -74,6 +74,7 @@ var _ dockerAPI = (*client.Client)(nil)
 type Provider struct {
 	cfg      config.DockerProvider
 	endpoint string
+	timeout  time.Duration // of each request (httpClientTimeout, else requestTimeout)
 	api      dockerAPI
 	closer   func() error
 	opts     Options
@@ -98,15 +99,27 @@ func New(cfg *config.DockerProvider, log zerolog.Logger) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("providers.docker.constraints=%q: %w", c.Constraints, err)
 	}
-	cl, endpoint, err := engine.New(c.Endpoint)
+	tc, err := provider.TLSConfig(c.TLS, "providers.docker.tls")
+	if err != nil {
+		return nil, err
+	}
+	cl, endpoint, err := engine.New(c.Endpoint, engine.Auth{TLS: tc, Username: c.Username, Password: c.Password})
 	if err != nil {
 		return nil, fmt.Errorf("providers.docker.endpoint=%q: %w", endpoint, err)
 	}
 	if c.RefreshInterval < 0 {
 		return nil, fmt.Errorf("providers.docker.refreshInterval=%s: must not be negative", c.RefreshInterval)
 	}
+	if c.HTTPClientTimeout < 0 {
+		return nil, fmt.Errorf("providers.docker.httpClientTimeout=%s: must not be negative", c.HTTPClientTimeout)
+	}
+	timeout := requestTimeout
+	if c.HTTPClientTimeout > 0 {
+		timeout = time.Duration(c.HTTPClientTimeout)
+	}
 	return &Provider{
 		cfg:      c,
+		timeout:  timeout,
 		endpoint: endpoint,
 		api:      cl,
 		closer:   cl.Close,
@@ -147,7 +160,7 @@ type session struct {
 func (s *session) run(ctx context.Context) error {
 	p := s.p
 	f := engine.Follow{
-		API: p.api, Endpoint: p.endpoint, Timeout: requestTimeout,
+		API: p.api, Endpoint: p.endpoint, Timeout: p.timeout,
 		Wakes: func(ev events.Message) bool {
 			p.log.Debug().Str("action", string(ev.Action)).Str("container", ev.Actor.Attributes["name"]).Msg("Docker event")
 			return true
@@ -171,7 +184,7 @@ func (s *session) run(ctx context.Context) error {
 // resync fetches every container, builds and sends the snapshot.
 func (s *session) resync(ctx context.Context) error {
 	p := s.p
-	containers, err := fetch(ctx, p.api)
+	containers, err := fetch(ctx, p.api, p.timeout)
 	if err != nil {
 		return err
 	}
@@ -189,8 +202,8 @@ func (s *session) resync(ctx context.Context) error {
 
 // fetch lists the containers (all states) and inspects those that carry a
 // `traefik.` label: the others can contribute nothing.
-func fetch(ctx context.Context, api dockerAPI) ([]Container, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+func fetch(ctx context.Context, api dockerAPI, timeout time.Duration) ([]Container, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	list, err := api.ContainerList(ctx, container.ListOptions{All: true})
 	if err != nil {

@@ -1,8 +1,15 @@
 package docker
 
 import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"encoding/base64"
+	"io"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,5 +203,73 @@ func TestEngineHealthGatesTheServer(t *testing.T) {
 	}
 	rec.WaitLatest(t, 3*time.Second, "healthy container served", func(m provider.Message) bool {
 		return routerOf(m, router) != nil && len(serversOf(m, service)) == 1
+	})
+}
+
+// An engine reached over tcp:// with TLS and HTTP basic authentication
+// (Traefik's providers.docker.tls and username/password): a relay in front
+// of the real socket terminates TLS and records each connection's first
+// Authorization header. The containers are read; without the CA the
+// certificate is refused, and the error says so.
+func TestEngineOverTLSWithAuth(t *testing.T) {
+	itest.NeedDocker(t)
+	sock := itest.DockerSocket(t)
+	cert, _ := itest.SelfSigned(t, "127.0.0.1")
+	certFile, _ := itest.WritePEM(t, t.TempDir(), cert)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var auths []string
+	itest.Serve(t, ln, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		var head []byte
+		for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				return
+			}
+			head = append(head, line...)
+			if h, ok := bytes.CutPrefix(line, []byte("Authorization: ")); ok {
+				mu.Lock()
+				auths = append(auths, strings.TrimSpace(string(h)))
+				mu.Unlock()
+			}
+		}
+		up, err := net.Dial("unix", sock)
+		if err != nil {
+			return
+		}
+		defer up.Close()
+		if _, err := up.Write(head); err != nil {
+			return
+		}
+		go func() { _, _ = io.Copy(up, br) }()
+		_, _ = io.Copy(c, up)
+	})
+
+	u := itest.Uniq()
+	cfg := engineConfig("tcp://" + ln.Addr().String())
+	cfg.TLS = &config.KVClientTLS{CA: certFile}
+	cfg.Username, cfg.Password = "ops", "secret"
+	rec := startProvider(t, cfg)
+	runEcho(t, "tollgate-itest-tls-"+u, echoLabels("r-"+u, "s-"+u, "m-"+u))
+	rec.WaitLatest(t, 5*time.Second, "the container read over TLS", func(m provider.Message) bool {
+		return routerOf(m, "r-"+u) != nil && len(serversOf(m, "s-"+u)) == 1
+	})
+	mu.Lock()
+	got := append([]string(nil), auths...)
+	mu.Unlock()
+	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:secret"))
+	if len(got) == 0 || slices.ContainsFunc(got, func(a string) bool { return a != want }) {
+		t.Errorf("Authorization headers %q, want each %q", got, want)
+	}
+
+	bad := engineConfig("tcp://" + ln.Addr().String())
+	bad.TLS = &config.KVClientTLS{}
+	rec = startProvider(t, bad)
+	rec.WaitLatest(t, 5*time.Second, "an error naming the certificate", func(m provider.Message) bool {
+		return m.Err != nil && strings.Contains(m.Err.Error(), "certificate")
 	})
 }

@@ -274,7 +274,7 @@ func TestNew(t *testing.T) {
 		t.Fatalf("defaults: endpoint %q, timeout %v, cfg %+v", p.endpoint, p.timeout, p.cfg)
 	}
 	t.Setenv("DOCKER_HOST", "unix:///tmp/other.sock")
-	if p, _ := New(&config.SwarmProvider{HTTPClientTimeout: config.Duration(3 * time.Second)}, zerolog.Nop()); p.endpoint != "unix:///tmp/other.sock" || p.timeout != 3*time.Second {
+	if p, _ := New(&config.SwarmProvider{EngineClient: config.EngineClient{HTTPClientTimeout: config.Duration(3 * time.Second)}}, zerolog.Nop()); p.endpoint != "unix:///tmp/other.sock" || p.timeout != 3*time.Second {
 		t.Fatalf("endpoint %q timeout %v, want DOCKER_HOST and 3s", p.endpoint, p.timeout)
 	}
 	for _, tc := range []struct {
@@ -284,7 +284,8 @@ func TestNew(t *testing.T) {
 		{config.SwarmProvider{Endpoint: "no-scheme-here"}, "providers.swarm.endpoint"},
 		{config.SwarmProvider{Constraints: "Nope(`x`)"}, "providers.swarm.constraints"},
 		{config.SwarmProvider{RefreshSeconds: config.Duration(-time.Second)}, "providers.swarm.refreshSeconds"},
-		{config.SwarmProvider{HTTPClientTimeout: config.Duration(-time.Second)}, "providers.swarm.httpClientTimeout"},
+		{config.SwarmProvider{EngineClient: config.EngineClient{HTTPClientTimeout: config.Duration(-time.Second)}}, "providers.swarm.httpClientTimeout"},
+		{config.SwarmProvider{EngineClient: config.EngineClient{TLS: &config.KVClientTLS{CA: "/nonexistent/ca.pem"}}}, "providers.swarm.tls.ca"},
 	} {
 		if _, err := New(&tc.cfg, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", tc.cfg, err, tc.want)

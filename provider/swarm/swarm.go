@@ -120,7 +120,11 @@ func New(cfg *config.SwarmProvider, log zerolog.Logger) (*Provider, error) {
 	if c.HTTPClientTimeout < 0 {
 		return nil, fmt.Errorf("providers.swarm.httpClientTimeout=%s: must not be negative", c.HTTPClientTimeout)
 	}
-	cl, endpoint, err := engine.New(c.Endpoint)
+	tc, err := provider.TLSConfig(c.TLS, "providers.swarm.tls")
+	if err != nil {
+		return nil, err
+	}
+	cl, endpoint, err := engine.New(c.Endpoint, engine.Auth{TLS: tc, Username: c.Username, Password: c.Password})
 	if err != nil {
 		return nil, fmt.Errorf("providers.swarm.endpoint=%q: %w", endpoint, err)
 	}

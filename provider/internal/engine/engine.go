@@ -6,8 +6,11 @@ package engine
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -21,18 +24,36 @@ import (
 // DOCKER_HOST is set.
 const DefaultEndpoint = "unix:///var/run/docker.sock"
 
+// Auth is how the client reaches an engine behind TLS or a proxy:
+// Traefik's tls and username/password of the Docker and Swarm providers.
+type Auth struct {
+	TLS                *tls.Config // nil: none (unless DOCKER_CERT_PATH)
+	Username, Password string      // HTTP basic authentication, when Username is set
+}
+
 // New returns a client for endpoint, else DOCKER_HOST, else DefaultEndpoint,
 // and the endpoint it chose. The API version is negotiated with the engine
 // on the first request; New itself does not contact the engine. The error
 // is about a malformed endpoint.
-func New(endpoint string) (*client.Client, string, error) {
+func New(endpoint string, auth Auth) (*client.Client, string, error) {
 	if endpoint == "" {
 		endpoint = os.Getenv(client.EnvOverrideHost)
 	}
 	if endpoint == "" {
 		endpoint = DefaultEndpoint
 	}
-	cl, err := client.NewClientWithOpts(client.FromEnv, client.WithHost(endpoint), client.WithAPIVersionNegotiation())
+	opts := []client.Opt{client.FromEnv}
+	if auth.TLS != nil {
+		// A transport of its own with the TLS settings; WithHost then sets
+		// its dialer for the endpoint, and the client speaks https.
+		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: &http.Transport{TLSClientConfig: auth.TLS}, CheckRedirect: client.CheckRedirect}))
+	}
+	if auth.Username != "" {
+		cred := base64.StdEncoding.EncodeToString([]byte(auth.Username + ":" + auth.Password))
+		opts = append(opts, client.WithHTTPHeaders(map[string]string{"Authorization": "Basic " + cred}))
+	}
+	opts = append(opts, client.WithHost(endpoint), client.WithAPIVersionNegotiation())
+	cl, err := client.NewClientWithOpts(opts...)
 	if err != nil {
 		return nil, endpoint, err
 	}
