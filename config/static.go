@@ -339,6 +339,14 @@ type KubernetesCRDProvider struct {
 	// instance's, as in Traefik.
 	LabelSelector string `description:"Read only the traefik.io resources this Kubernetes label selector selects." json:"labelSelector,omitempty" toml:"labelSelector,omitempty" yaml:"labelSelector,omitempty" export:"true"`
 	IngressClass  string `description:"Serve only the IngressRouteTCPs annotated kubernetes.io/ingress.class with this value (when empty: not annotated, or traefik)." json:"ingressClass,omitempty" toml:"ingressClass,omitempty" yaml:"ingressClass,omitempty" export:"true"`
+	// ThrottleDuration, AllowEmptyServices, AllowExternalNameServices and
+	// NativeLBByDefault are Traefik's; DisableClusterScopeResources is
+	// accepted: tollgate reads no cluster-scoped resource.
+	ThrottleDuration             Duration `description:"Least time between two configurations sent (changes meanwhile are taken together)." json:"throttleDuration,omitempty" toml:"throttleDuration,omitempty" yaml:"throttleDuration,omitempty" export:"true"`
+	AllowEmptyServices           bool     `description:"Keep a Service with no ready endpoint as a service with no server, instead of a problem." json:"allowEmptyServices,omitempty" toml:"allowEmptyServices,omitempty" yaml:"allowEmptyServices,omitempty" export:"true"`
+	AllowExternalNameServices    bool     `description:"Route to ExternalName Services (their DNS name), else refused." json:"allowExternalNameServices,omitempty" toml:"allowExternalNameServices,omitempty" yaml:"allowExternalNameServices,omitempty" export:"true"`
+	NativeLBByDefault            bool     `description:"Use a Service's cluster IP (nativeLB) unless a route service says otherwise." json:"nativeLBByDefault,omitempty" toml:"nativeLBByDefault,omitempty" yaml:"nativeLBByDefault,omitempty" export:"true"`
+	DisableClusterScopeResources bool     `description:"Accepted for Traefik compatibility: tollgate reads no cluster-scoped resource." json:"disableClusterScopeResources,omitempty" toml:"disableClusterScopeResources,omitempty" yaml:"disableClusterScopeResources,omitempty" export:"true"`
 }
 
 // SetDefaults watches every namespace through the ambient configuration.

@@ -59,6 +59,12 @@ type options struct {
 	// reference to another namespace is a problem and fails closed: the
 	// route (or that Service) is not served.
 	allowCrossNamespace bool
+	// allowEmptyServices keeps a Service with no ready endpoint as a load
+	// balancer with no server (its connections are closed) instead of a
+	// problem; allowExternalNameServices routes to an ExternalName
+	// Service's name; nativeLBByDefault is nativeLB for a route service that
+	// does not say. All as in Traefik, off by default.
+	allowEmptyServices, allowExternalNameServices, nativeLBByDefault bool
 }
 
 // crossNamespace is the problem with a reference of a resource in
@@ -213,8 +219,9 @@ func loadBalancer(k cluster, parentNS string, s ServiceTCP, opt options) (*confi
 	if !ok {
 		return nil, fmt.Errorf("%s: service not found", ref)
 	}
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		return nil, fmt.Errorf("%s: ExternalName services are not supported", ref)
+	external := svc.Spec.Type == corev1.ServiceTypeExternalName
+	if external && !opt.allowExternalNameServices {
+		return nil, fmt.Errorf("%s: ExternalName services are not allowed (providers.kubernetesCRD.allowExternalNameServices)", ref)
 	}
 	port, ok := servicePort(svc, s.Port)
 	if !ok {
@@ -222,15 +229,22 @@ func loadBalancer(k cluster, parentNS string, s ServiceTCP, opt options) (*confi
 	}
 
 	var servers []config.TCPServer
-	if s.NativeLB != nil && *s.NativeLB {
+	nativeLB := opt.nativeLBByDefault
+	if s.NativeLB != nil {
+		nativeLB = *s.NativeLB
+	}
+	switch {
+	case external:
+		servers = append(servers, config.TCPServer{Address: net.JoinHostPort(svc.Spec.ExternalName, strconv.Itoa(int(port.Port)))})
+	case nativeLB:
 		ip := svc.Spec.ClusterIP
 		if ip == "" || ip == corev1.ClusterIPNone {
 			return nil, fmt.Errorf("%s: nativeLB needs a cluster IP, the service has %q", ref, ip)
 		}
 		servers = append(servers, config.TCPServer{Address: net.JoinHostPort(ip, strconv.Itoa(int(port.Port)))})
-	} else {
+	default:
 		servers = endpointServers(k.EndpointSlices(ns, s.Name), port.Name)
-		if len(servers) == 0 {
+		if len(servers) == 0 && !opt.allowEmptyServices {
 			return nil, fmt.Errorf("%s: no ready endpoints", ref)
 		}
 	}

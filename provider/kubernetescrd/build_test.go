@@ -312,7 +312,45 @@ func TestBuild(t *testing.T) {
 				Services:    map[string]*config.TCPService{},
 				Middlewares: map[string]*config.TCPMiddleware{},
 			},
-			problems: []string{`Service "default/ext" port 5432: ExternalName services are not supported`},
+			problems: []string{`Service "default/ext" port 5432: ExternalName services are not allowed (providers.kubernetesCRD.allowExternalNameServices)`},
+		},
+		{
+			name:   "allowExternalNameServices: the ExternalName's DNS name is the server",
+			opt:    options{allowExternalNameServices: true},
+			routes: []IngressRouteTCP{route("default", "x", "HostSNI(`*`)", nil, ServiceTCP{Name: "ext", Port: port(5432)})},
+			k: fakeCluster{services: map[string]*corev1.Service{"default/ext": {
+				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ext"},
+				Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db.example.com", Ports: []corev1.ServicePort{sport("", 5432)}},
+			}}},
+			want: &config.TCPConfiguration{
+				Routers:     map[string]*config.TCPRouter{"default-x-" + anyKey: {Rule: "HostSNI(`*`)", Service: "default-x-" + anyKey}},
+				Services:    map[string]*config.TCPService{"default-x-" + anyKey: lb("db.example.com:5432")},
+				Middlewares: map[string]*config.TCPMiddleware{},
+			},
+		},
+		{
+			name: "allowEmptyServices keeps a Service with no ready endpoint (no server); nativeLBByDefault uses the cluster IP unless the route says",
+			opt:  options{allowEmptyServices: true, nativeLBByDefault: true},
+			routes: []IngressRouteTCP{
+				route("default", "empty", "HostSNI(`*`)", nil, ServiceTCP{Name: "db", Port: port(5432), NativeLB: no}),
+				route("default", "native", "HostSNI(`*`)", nil, ServiceTCP{Name: "db", Port: port(5432)}),
+			},
+			k: fakeCluster{services: map[string]*corev1.Service{"default/db": func() *corev1.Service {
+				s := svc("default", "db", sport("", 5432))
+				s.Spec.ClusterIP = "10.96.0.7"
+				return s
+			}()}},
+			want: &config.TCPConfiguration{
+				Routers: map[string]*config.TCPRouter{
+					"default-empty-" + anyKey:  {Rule: "HostSNI(`*`)", Service: "default-empty-" + anyKey},
+					"default-native-" + anyKey: {Rule: "HostSNI(`*`)", Service: "default-native-" + anyKey},
+				},
+				Services: map[string]*config.TCPService{
+					"default-empty-" + anyKey:  lb(),
+					"default-native-" + anyKey: lb("10.96.0.7:5432"),
+				},
+				Middlewares: map[string]*config.TCPMiddleware{},
+			},
 		},
 	}
 	for _, tt := range tests {

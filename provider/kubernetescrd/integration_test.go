@@ -599,3 +599,33 @@ func TestIntegrationSelectorAndClass(t *testing.T) {
 		t.Errorf("a bad labelSelector: %v", err)
 	}
 }
+
+// throttleDuration: configurations are sent at least that far apart, and
+// the changes made meanwhile arrive together in the next one.
+func TestIntegrationThrottle(t *testing.T) {
+	k := kube(t)
+	ns := namespace(t, k, "thr")
+	const throttle = 400 * time.Millisecond
+	msgs := runProviderWith(t, k, &config.KubernetesCRDProvider{Namespaces: []string{ns}, ThrottleDuration: config.Duration(throttle)})
+	await(t, msgs, 5*time.Second, "the first configuration", func(m provider.Message) bool { return m.Configuration != nil })
+	last := time.Now()
+	for i := range 5 {
+		create(t, k.Client, middlewareTCP(ns, fmt.Sprintf("m%d", i), 1))
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-msgs:
+			now := time.Now()
+			if gap := now.Sub(last); gap < throttle*9/10 {
+				t.Fatalf("two configurations %v apart, want at least %v", gap.Round(time.Millisecond), throttle)
+			}
+			last = now
+			if m.Configuration != nil && len(m.Configuration.TCP.Middlewares) == 5 {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the five middlewares never arrived")
+		}
+	}
+}

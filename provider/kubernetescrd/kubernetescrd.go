@@ -56,8 +56,9 @@ const serviceIndex = "service"
 // Services and EndpointSlices they name. Create it with New.
 type Provider struct {
 	opt          options
-	selector     string // providers.kubernetesCRD.labelSelector: of the traefik.io resources listed
-	ingressClass string // providers.kubernetesCRD.ingressClass
+	selector     string        // providers.kubernetesCRD.labelSelector: of the traefik.io resources listed
+	ingressClass string        // providers.kubernetesCRD.ingressClass
+	throttle     time.Duration // providers.kubernetesCRD.throttleDuration: the least time between two builds sent
 	rest         *rest.Config
 	namespaces   []string // "" alone means every namespace
 	log          zerolog.Logger
@@ -84,8 +85,13 @@ func New(cfg *config.KubernetesCRDProvider, log zerolog.Logger) (*Provider, erro
 	rc.UserAgent = "tollgate"
 	logger := log.With().Str("provider", Name).Logger()
 	rc.WarningHandler = warningLogger{logger}
+	if cfg.ThrottleDuration < 0 {
+		return nil, fmt.Errorf("providers.kubernetesCRD.throttleDuration=%s: must not be negative", cfg.ThrottleDuration)
+	}
 	return &Provider{rest: rc, namespaces: namespaces(cfg.Namespaces), log: logger, selector: cfg.LabelSelector, ingressClass: cfg.IngressClass,
-		opt: options{allowCrossNamespace: cfg.AllowCrossNamespace}}, nil
+		throttle: time.Duration(cfg.ThrottleDuration),
+		opt: options{allowCrossNamespace: cfg.AllowCrossNamespace, allowEmptyServices: cfg.AllowEmptyServices,
+			allowExternalNameServices: cfg.AllowExternalNameServices, nativeLBByDefault: cfg.NativeLBByDefault}}, nil
 }
 
 // ingressClassAnnotation is the annotation that gives an IngressRouteTCP
@@ -325,6 +331,15 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 			conf, problems := p.build(sets)
 			if !send(ctx, out, provider.Message{ProviderName: Name, Configuration: conf, Problems: problems}) {
 				return nil
+			}
+			if p.throttle > 0 {
+				// throttleDuration: changes in the meantime wait, and the
+				// next build takes them all.
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(p.throttle):
+				}
 			}
 		}
 		select {
