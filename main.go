@@ -166,6 +166,14 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 		return err
 	}
 	srv.State().SetDefaultTransport(defaultTransport)
+	var asDefault []string
+	for name, ep := range st.EntryPoints {
+		if ep != nil && ep.AsDefault {
+			asDefault = append(asDefault, name)
+		}
+	}
+	sort.Strings(asDefault)
+	srv.State().SetDefaultEntryPoints(asDefault)
 	if pred != nil {
 		var hs []proxy.HealthStatus
 		for _, h := range pred.Hello.Health {

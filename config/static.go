@@ -131,6 +131,11 @@ type EntryPoint struct {
 	Address       string                `description:"Entry point address ([host]:port)." json:"address,omitempty" toml:"address,omitempty" yaml:"address,omitempty"`
 	ProxyProtocol *EntryPointProxyProto `description:"PROXY protocol configuration." json:"proxyProtocol,omitempty" toml:"proxyProtocol,omitempty" yaml:"proxyProtocol,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	Transport     *EntryPointsTransport `description:"Configures connection timeouts and the shutdown drain." json:"transport,omitempty" toml:"transport,omitempty" yaml:"transport,omitempty" export:"true"`
+	// ReusePort and AsDefault are Traefik's: SO_REUSEPORT on the listening
+	// socket (several processes on one port), and whether the routers that
+	// name no entry point listen here (README, "Static configuration").
+	ReusePort bool `description:"Set SO_REUSEPORT on the listening socket, so that other processes may listen on the same address." json:"reusePort,omitempty" toml:"reusePort,omitempty" yaml:"reusePort,omitempty" export:"true"`
+	AsDefault bool `description:"Routers that name no entry point listen on the entry points marked asDefault (on every entry point when none is)." json:"asDefault,omitempty" toml:"asDefault,omitempty" yaml:"asDefault,omitempty" export:"true"`
 }
 
 // SetDefaults gives an entry point its default transport.

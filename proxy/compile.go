@@ -45,6 +45,12 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 		c.service(name)
 	}
 
+	// A router that names no entry point listens on the asDefault ones, or
+	// on every one when none is (Traefik's rule).
+	defaults := entryPoints
+	if d := st.defaultEntryPoints(); len(d) > 0 {
+		defaults = d
+	}
 	routes := map[string][]*route{}
 	for _, name := range sortedKeys(cfg.Routers) {
 		r := cfg.Routers[name]
@@ -65,7 +71,7 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 			// through to a catch-all route (Traefik does the same).
 			eps := r.EntryPoints
 			if len(eps) == 0 {
-				eps = entryPoints
+				eps = defaults
 			}
 			for _, ep := range eps {
 				if slices.Contains(entryPoints, ep) {
@@ -76,7 +82,7 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 		}
 		eps := r.EntryPoints
 		if len(eps) == 0 {
-			eps = entryPoints
+			eps = defaults
 		}
 		for _, ep := range eps {
 			if !slices.Contains(entryPoints, ep) {

@@ -63,7 +63,7 @@ type EntryPoint struct {
 // error naming the entry point and the address. Its connections are served
 // once Server.Start puts its listener in the loops.
 func NewEntryPoint(name string, cfg *config.EntryPoint, log zerolog.Logger) (*EntryPoint, error) {
-	fd, bound, wildcard, err := listenSocket(cfg.Address)
+	fd, bound, wildcard, err := listenSocket(cfg.Address, cfg.ReusePort)
 	if err != nil {
 		return nil, fmt.Errorf("entry point %q cannot listen on %s: %w", name, cfg.Address, err)
 	}

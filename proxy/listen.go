@@ -21,7 +21,7 @@ import (
 // no setsockopt: keepalive (a client that vanishes frees its limiter slot)
 // and TCP_NODELAY. Errors read as Go's: "listen tcp 127.0.0.1:5432: bind:
 // address already in use".
-func listenSocket(addr string) (fd int, bound netip.AddrPort, wildcard bool, err error) {
+func listenSocket(addr string, reusePort bool) (fd int, bound netip.AddrPort, wildcard bool, err error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return -1, bound, false, err
@@ -69,6 +69,9 @@ func listenSocket(addr string) (fd int, bound netip.AddrPort, wildcard bool, err
 		{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, keepAliveInterval},
 		{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, keepAliveCount},
 		{unix.IPPROTO_TCP, unix.TCP_NODELAY, 1},
+	}
+	if reusePort {
+		opts = append(opts, [3]int{unix.SOL_SOCKET, unix.SO_REUSEPORT, 1})
 	}
 	if family == unix.AF_INET6 {
 		v6only := 1

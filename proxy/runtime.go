@@ -132,6 +132,7 @@ type State struct {
 	defaultCert      defaultCert                 // generated once, when no default certificate is configured
 	resolvers        map[string]bool             // certificatesResolvers of the static configuration
 	defaultTransport *config.TCPServersTransport // the static tcpServersTransport, or nil
+	defaultEPs       []string                    // the entry points marked asDefault
 	observers        ConnObservers               // what closed connections report (accesslog.go)
 	routerStats      routerStats                 // per-router bytes and durations (metrics_conn.go)
 }
@@ -211,6 +212,21 @@ func (s *State) SetDefaultTransport(tr *config.TCPServersTransport) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.defaultTransport = tr
+}
+
+// SetDefaultEntryPoints names the entry points marked asDefault: the
+// routers that name no entry point listen on those (on every entry point
+// when there are none). Call it before the first Apply.
+func (s *State) SetDefaultEntryPoints(names []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.defaultEPs = append([]string(nil), names...)
+}
+
+func (s *State) defaultEntryPoints() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.defaultEPs
 }
 
 // DefaultTransport is what SetDefaultTransport set, or nil.

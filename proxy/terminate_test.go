@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/provider"
 )
 
@@ -972,3 +973,59 @@ func TestTLSAccessLogAndCounters(t *testing.T) {
 }
 
 func durationPtr(d time.Duration) *config.Duration { v := config.Duration(d); return &v }
+
+// entryPoints.<name>.asDefault: a router naming no entry point listens on
+// the asDefault ones, else on every one; a router naming one keeps it.
+func TestAsDefaultEntryPoints(t *testing.T) {
+	cfg := &config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"any@file":   {Rule: "HostSNI(`*`)", Service: "s@file"},
+			"named@file": {EntryPoints: []string{"a"}, Rule: "ClientIP(`10.0.0.1`)", Service: "s@file"},
+		},
+		Services: map[string]*config.TCPService{"s@file": lbConfig("127.0.0.1:1")},
+	}
+	for _, tc := range []struct {
+		defaults []string
+		want     map[string]int // routes per entry point
+	}{
+		{nil, map[string]int{"a": 2, "b": 1, "c": 1}},
+		{[]string{"b", "c"}, map[string]int{"a": 1, "b": 1, "c": 1}},
+		{[]string{"b"}, map[string]int{"a": 1, "b": 1, "c": 0}},
+	} {
+		st := NewState(nopLog)
+		st.SetDefaultEntryPoints(tc.defaults)
+		tables, rt := Compile(cfg, []string{"a", "b", "c"}, st, nopLog)
+		st.Close()
+		mustEnabled(t, rt)
+		for ep, n := range tc.want {
+			if got := len(tables[ep].routes); got != n {
+				t.Errorf("asDefault %v: %s has %d routes, want %d", tc.defaults, ep, got, n)
+			}
+		}
+	}
+}
+
+// entryPoints.<name>.reusePort: a second listener on the same address binds
+// when both ask for SO_REUSEPORT, and fails when they do not.
+func TestReusePort(t *testing.T) {
+	addr := itest.FreeAddr(t)
+	for _, reuse := range []bool{true, false} {
+		cfg := &config.EntryPoint{Address: addr, ReusePort: reuse}
+		first, err := NewEntryPoint("a", cfg, nopLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := NewEntryPoint("b", cfg, nopLog)
+		if reuse && err != nil {
+			t.Errorf("reusePort: the second listener: %v", err)
+		}
+		if !reuse && (err == nil || !strings.Contains(err.Error(), "address already in use")) {
+			t.Errorf("without reusePort: the second listener: %v, want address already in use", err)
+		}
+		for _, ep := range []*EntryPoint{first, second} {
+			if ep != nil {
+				ep.CloseListener()
+			}
+		}
+	}
+}
