@@ -221,22 +221,8 @@ func TestTraefikStaticConfigStarts(t *testing.T) {
 	cmd := exec.Command(itest.Binary(t), "--global.checkNewVersion=false", "--global.sendAnonymousUsage=false",
 		"--api.dashboard=true", "--api.insecure=true", "--entryPoints.traefik.address="+api, "--entryPoints.db.address="+ep,
 		"--ping", "--providers.file.filename="+dyn, "--log.level=INFO", "--log.filePath="+logFile, "--accessLog=true", "--accessLog.format=json")
-	out := &itest.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	itest.Eventually(t, 10*time.Second, func() bool {
-		held := itest.Hold(t, 1, "127.0.0.1", ep)
-		for _, c := range held {
-			c.Close()
-		}
-		return len(held) == 1
-	}, "never forwarded on %s (output: %s)", ep, out)
+	stop := startForwarding(t, cmd, ep)
+	defer stop()
 	for path, want := range map[string]string{"/ping": "OK", "/api/rawdata": `"tcpRouters"`} {
 		resp, err := http.Get("http://" + api + path)
 		if err != nil {
@@ -261,14 +247,27 @@ func TestTraefikStaticConfigStarts(t *testing.T) {
 
 func runUntilForwarded(t *testing.T, cmd *exec.Cmd, ep, api string) {
 	t.Helper()
+	startForwarding(t, cmd, ep)()
+}
+
+// startForwarding starts tollgate's cmd and waits until it forwards a
+// connection on ep; stop ends it (SIGTERM) and waits.
+func startForwarding(t *testing.T, cmd *exec.Cmd, ep string) (stop func()) {
+	t.Helper()
 	out := &itest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			stop()
+		}
 	}()
 	itest.Eventually(t, 10*time.Second, func() bool {
 		held := itest.Hold(t, 1, "127.0.0.1", ep)
@@ -276,7 +275,9 @@ func runUntilForwarded(t *testing.T, cmd *exec.Cmd, ep, api string) {
 			c.Close() // closed now, so SIGTERM does not wait out the drain
 		}
 		return len(held) == 1
-	}, "never forwarded on %s", ep)
+	}, "never forwarded on %s (output: %s)", ep, out)
+	ok = true
+	return stop
 }
 
 // SIGTERM stops accepting, drains, and exits 0 within the grace timeout.

@@ -143,30 +143,26 @@ func TestAdminListenerBoundsConnections(t *testing.T) {
 // nothing of the configuration.
 func TestMetricsOnlyServesNoAPI(t *testing.T) {
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("tollgate_x 1\n")) })
-	addr := startAdmin(t, MetricsOnly(metrics), adminLimits)
-	for path, want := range map[string]int{"/metrics": 200, "/ping": 200, "/api/rawdata": 404, "/api/tcp/middlewares/m@file/clients": 404, "/api/entrypoints": 404} {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
-		}
-	}
+	wantStatuses(t, startAdmin(t, MetricsOnly(metrics), adminLimits),
+		map[string]int{"/metrics": 200, "/ping": 200, "/api/rawdata": 404, "/api/tcp/middlewares/m@file/clients": 404, "/api/entrypoints": 404})
 }
 
 // --ping alone (Traefik's) serves /ping and nothing else.
 func TestPingOnlyServesNoAPI(t *testing.T) {
-	addr := startAdmin(t, PingOnly(), adminLimits)
-	for path, want := range map[string]int{"/ping": 200, "/metrics": 404, "/api/rawdata": 404} {
+	wantStatuses(t, startAdmin(t, PingOnly(), adminLimits), map[string]int{"/ping": 200, "/metrics": 404, "/api/rawdata": 404})
+}
+
+// wantStatuses GETs each path on addr and checks its status.
+func wantStatuses(t *testing.T, addr string, want map[string]int) {
+	t.Helper()
+	for path, code := range want {
 		resp, err := http.Get("http://" + addr + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		if resp.StatusCode != code {
+			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, code)
 		}
 	}
 }
