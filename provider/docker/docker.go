@@ -74,7 +74,7 @@ var _ dockerAPI = (*client.Client)(nil)
 type Provider struct {
 	cfg      config.DockerProvider
 	endpoint string
-	timeout  time.Duration // of each request (httpClientTimeout, else requestTimeout)
+	timeout  time.Duration // httpClientTimeout (reqTimeout)
 	api      dockerAPI
 	closer   func() error
 	opts     Options
@@ -113,19 +113,24 @@ func New(cfg *config.DockerProvider, log zerolog.Logger) (*Provider, error) {
 	if c.HTTPClientTimeout < 0 {
 		return nil, fmt.Errorf("providers.docker.httpClientTimeout=%s: must not be negative", c.HTTPClientTimeout)
 	}
-	timeout := requestTimeout
-	if c.HTTPClientTimeout > 0 {
-		timeout = time.Duration(c.HTTPClientTimeout)
-	}
 	return &Provider{
 		cfg:      c,
-		timeout:  timeout,
+		timeout:  time.Duration(c.HTTPClientTimeout),
 		endpoint: endpoint,
 		api:      cl,
 		closer:   cl.Close,
 		opts:     optionsFrom(&c, match),
 		log:      log.With().Str("provider", Name).Logger(),
 	}, nil
+}
+
+// reqTimeout bounds each request to the engine: httpClientTimeout, else
+// requestTimeout.
+func (p *Provider) reqTimeout() time.Duration {
+	if p.timeout > 0 {
+		return p.timeout
+	}
+	return requestTimeout
 }
 
 // parseConstraints parses a Label/LabelRegex expression; nil keeps every
@@ -160,7 +165,7 @@ type session struct {
 func (s *session) run(ctx context.Context) error {
 	p := s.p
 	f := engine.Follow{
-		API: p.api, Endpoint: p.endpoint, Timeout: p.timeout,
+		API: p.api, Endpoint: p.endpoint, Timeout: p.reqTimeout(),
 		Wakes: func(ev events.Message) bool {
 			p.log.Debug().Str("action", string(ev.Action)).Str("container", ev.Actor.Attributes["name"]).Msg("Docker event")
 			return true
@@ -184,7 +189,7 @@ func (s *session) run(ctx context.Context) error {
 // resync fetches every container, builds and sends the snapshot.
 func (s *session) resync(ctx context.Context) error {
 	p := s.p
-	containers, err := fetch(ctx, p.api, p.timeout)
+	containers, err := fetch(ctx, p.api, p.reqTimeout())
 	if err != nil {
 		return err
 	}
