@@ -521,6 +521,9 @@ func traefikOnly(st *config.Static, log zerolog.Logger) {
 			log.Warn().Str("address", a.Address).Msg("api.insecure: the admin API (configuration, client IPs, upgrade) listens on " + a.Address + ", reachable from other hosts unless that address is local")
 		}
 	}
+	if c := st.Core; c != nil && strings.EqualFold(c.DefaultRuleSyntax, "v2") {
+		log.Warn().Msg("core.defaultRuleSyntax v2 is deprecated (as in Traefik v3): rules are read in v3 syntax, which reads single-value HostSNI and ClientIP the same; a v2-only form disables its router")
+	}
 	if al := st.AccessLog; al != nil && al.Format != "" && !strings.EqualFold(al.Format, "json") {
 		log.Warn().Str("format", al.Format).Msg("accessLog.format: tollgate writes JSON lines, one per closed connection, whatever the format")
 	}

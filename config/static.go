@@ -32,6 +32,7 @@ type Static struct {
 	// Global and Ping are Traefik's, accepted so that a Traefik static
 	// configuration starts unchanged (README, "Static configuration").
 	Global              *Global                    `description:"Traefik's global options (accepted; tollgate never checks for new versions nor sends usage data)." json:"global,omitempty" toml:"global,omitempty" yaml:"global,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	Core                *Core                      `description:"Traefik's core options (defaultRuleSyntax)." json:"core,omitempty" toml:"core,omitempty" yaml:"core,omitempty" export:"true"`
 	Ping                *Ping                      `description:"Serve /ping (the admin listener always does; --ping alone starts it with /ping only)." json:"ping,omitempty" toml:"ping,omitempty" yaml:"ping,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	TCPServersTransport *StaticTCPServersTransport `description:"TCP servers default transport: for the services that name none (default@internal)." json:"tcpServersTransport,omitempty" toml:"tcpServersTransport,omitempty" yaml:"tcpServersTransport,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 }
@@ -405,6 +406,13 @@ type Global struct {
 	SendAnonymousUsage bool `description:"Accepted for Traefik compatibility: tollgate never sends usage data." json:"sendAnonymousUsage,omitempty" toml:"sendAnonymousUsage,omitempty" yaml:"sendAnonymousUsage,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 }
 
+// Core is Traefik's core block: defaultRuleSyntax, the ruleSyntax of the
+// routers that give none. Rules are read in v3 syntax; v2 is accepted with
+// a warning at start, as a router's ruleSyntax v2 is.
+type Core struct {
+	DefaultRuleSyntax string `description:"The rule syntax of routers that give none: v3 (v2 is accepted, and read as v3, with a warning)." json:"defaultRuleSyntax,omitempty" toml:"defaultRuleSyntax,omitempty" yaml:"defaultRuleSyntax,omitempty" export:"true"`
+}
+
 // Ping is Traefik's ping block. /ping is served by the admin listener
 // whenever it runs; --ping alone starts it, serving /ping only.
 type Ping struct {
@@ -579,6 +587,13 @@ func (s *Static) Validate() error {
 	case "", "json", "console", "common":
 	default:
 		return fmt.Errorf("log.format=%q: use json or console", s.Log.Format)
+	}
+	if c := s.Core; c != nil {
+		switch strings.ToLower(c.DefaultRuleSyntax) {
+		case "", "v3", "v2":
+		default:
+			return fmt.Errorf("core.defaultRuleSyntax=%q: use v3 (or v2)", c.DefaultRuleSyntax)
+		}
 	}
 	if al := s.AccessLog; al != nil {
 		switch strings.ToLower(al.Format) {

@@ -117,7 +117,7 @@ func TestAPIInsecure(t *testing.T) {
 // access log format Traefik does not know is an error naming it.
 func TestTraefikStaticOptionsDecode(t *testing.T) {
 	c := NewCommand()
-	args := "--entryPoints.db.address=:5432 --global.checkNewVersion=false --global.sendAnonymousUsage=false --api.dashboard=true --api.debug=true --ping --ping.entryPoint=traefik --log.filePath=/tmp/x.log --log.noColor=true --accessLog.format=common"
+	args := "--entryPoints.db.address=:5432 --global.checkNewVersion=false --global.sendAnonymousUsage=false --api.dashboard=true --api.debug=true --ping --ping.entryPoint=traefik --log.filePath=/tmp/x.log --log.noColor=true --accessLog.format=common --core.defaultRuleSyntax=v2"
 	if err := flag.Decode(strings.Fields(args), c); err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +126,11 @@ func TestTraefikStaticOptionsDecode(t *testing.T) {
 	}
 	if c.Global == nil || c.Ping == nil || !c.API.Dashboard || c.Log.FilePath != "/tmp/x.log" || !c.Log.NoColor || c.AccessLog.Format != "common" {
 		t.Fatalf("decoded %+v %+v %+v %+v %+v", c.Global, c.Ping, c.API, c.Log, c.AccessLog)
+	}
+	c = NewCommand()
+	_ = flag.Decode(strings.Fields("--entryPoints.db.address=:5432 --core.defaultRuleSyntax=v1"), c)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `core.defaultRuleSyntax="v1"`) {
+		t.Errorf("core.defaultRuleSyntax=v1: %v", err)
 	}
 	c = NewCommand()
 	_ = flag.Decode(strings.Fields("--entryPoints.db.address=:5432 --accessLog.format=xml"), c)

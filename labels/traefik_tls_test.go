@@ -156,3 +156,18 @@ func TestTLSLabels(t *testing.T) {
 		})
 	}
 }
+
+// A router's ruleSyntax label decodes (Traefik v3's key), as a tag would.
+func TestRuleSyntaxLabel(t *testing.T) {
+	d, err := Decode(map[string]string{
+		"traefik.tcp.routers.r.rule":       "HostSNI(`*`)",
+		"traefik.tcp.routers.r.rulesyntax": "v3",
+		"traefik.tcp.routers.r.service":    "s",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := d.TCP.Routers["r"]; r == nil || r.RuleSyntax != "v3" {
+		t.Fatalf("router %+v", r)
+	}
+}

@@ -445,6 +445,14 @@ func (c *compiler) router(name string, r *config.TCPRouter, info *RouterInfo) *r
 		info.addError("rule", "router has no rule: it is dropped (use HostSNI(`*`) to match every connection)")
 		return nil
 	}
+	switch strings.ToLower(r.RuleSyntax) {
+	case "", "v3":
+	case "v2":
+		info.addWarning("ruleSyntax", "ruleSyntax v2 is deprecated (as in Traefik v3): the rule is read in v3 syntax, which reads single-value HostSNI and ClientIP the same; a v2-only form (several values in one matcher, a {name:regexp} HostSNIRegexp) does not parse and disables the router")
+	default:
+		info.addError("ruleSyntax", fmt.Sprintf("ruleSyntax %q: use v3 (or v2)", r.RuleSyntax))
+		return nil
+	}
 	ru, err := rule.Parse(r.Rule)
 	if err != nil {
 		info.addError("rule", err.Error())

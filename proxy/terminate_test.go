@@ -1029,3 +1029,32 @@ func TestReusePort(t *testing.T) {
 		}
 	}
 }
+
+// ruleSyntax (Traefik v3's): v3 and none read the rule; v2 is read in v3
+// syntax with a warning, so a v2-only form (several values in HostSNI)
+// disables the router; another value disables it naming the key.
+func TestRuleSyntax(t *testing.T) {
+	cfg := &config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"v3@file":      {Rule: "HostSNI(`*`)", RuleSyntax: "v3", Service: "s@file"},
+			"v2@file":      {Rule: "ClientIP(`10.0.0.1`)", RuleSyntax: "v2", Service: "s@file"},
+			"v2multi@file": {Rule: "HostSNI(`a.example`, `b.example`)", RuleSyntax: "v2", Service: "s@file", TLS: &config.RouterTCPTLSConfig{Passthrough: true}},
+			"v4@file":      {Rule: "HostSNI(`*`)", RuleSyntax: "v4", Service: "s@file"},
+		},
+		Services: map[string]*config.TCPService{"s@file": lbConfig("127.0.0.1:1")},
+	}
+	st := NewState(nopLog)
+	defer st.Close()
+	_, rt := Compile(cfg, []string{"ep"}, st, nopLog)
+	for name, want := range map[string]struct{ status, msg string }{
+		"v3@file":      {StatusEnabled, ""},
+		"v2@file":      {StatusWarning, "ruleSyntax v2 is deprecated"},
+		"v2multi@file": {StatusDisabled, "ruleSyntax v2 is deprecated"},
+		"v4@file":      {StatusDisabled, `ruleSyntax "v4": use v3 (or v2)`},
+	} {
+		ri := rt.Routers[name]
+		if ri.Status != want.status || !strings.Contains(strings.Join(ri.Err, " | "), want.msg) {
+			t.Errorf("%s: %s %v, want %s with %q", name, ri.Status, ri.Err, want.status, want.msg)
+		}
+	}
+}

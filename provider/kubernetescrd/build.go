@@ -183,6 +183,7 @@ func buildAll(mws []MiddlewareTCP, routes []IngressRouteTCP, tin tlsInputs, k cl
 				EntryPoints: append([]string(nil), ir.Spec.EntryPoints...),
 				Middlewares: mwNames,
 				Rule:        route.Match,
+				RuleSyntax:  route.Syntax,
 				Priority:    route.Priority,
 				Service:     key,
 			}
