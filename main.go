@@ -522,7 +522,7 @@ func traefikOnly(st *config.Static, log zerolog.Logger) {
 		}
 	}
 	if c := st.Core; c != nil && strings.EqualFold(c.DefaultRuleSyntax, "v2") {
-		log.Warn().Msg("core.defaultRuleSyntax v2 is deprecated (as in Traefik v3): rules are read in v3 syntax, which reads single-value HostSNI and ClientIP the same; a v2-only form disables its router")
+		log.Warn().Msg("core.defaultRuleSyntax v2 is deprecated (as in Traefik v3): rules are read in v3 syntax, which reads single-value HostSNI and ClientIP the same; several values in one matcher (v2 only) disable their router, and a v2 {name:regexp} HostSNIRegexp pattern is read as a Go regexp")
 	}
 	if al := st.AccessLog; al != nil && al.Format != "" && !strings.EqualFold(al.Format, "json") {
 		log.Warn().Str("format", al.Format).Msg("accessLog.format: tollgate writes JSON lines, one per closed connection, whatever the format")

@@ -448,7 +448,7 @@ func (c *compiler) router(name string, r *config.TCPRouter, info *RouterInfo) *r
 	switch strings.ToLower(r.RuleSyntax) {
 	case "", "v3":
 	case "v2":
-		info.addWarning("ruleSyntax", "ruleSyntax v2 is deprecated (as in Traefik v3): the rule is read in v3 syntax, which reads single-value HostSNI and ClientIP the same; a v2-only form (several values in one matcher, a {name:regexp} HostSNIRegexp) does not parse and disables the router")
+		info.addWarning("ruleSyntax", "ruleSyntax v2 is deprecated (as in Traefik v3): the rule is read in v3 syntax, which reads single-value HostSNI and ClientIP the same; several values in one matcher (v2 only) do not parse and disable the router, and a v2 {name:regexp} HostSNIRegexp pattern is read as a Go regexp")
 	default:
 		info.addError("ruleSyntax", fmt.Sprintf("ruleSyntax %q: use v3 (or v2)", r.RuleSyntax))
 		return nil
