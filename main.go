@@ -409,7 +409,18 @@ loop:
 	}()
 	cancel()
 	admin.stop()
-	srv.Shutdown(drain)
+	if succ == nil {
+		// Stopped by a signal: each entry point accepts on for its
+		// requestAcceptGraceTimeout first (a second signal ends that too).
+		for name, ep := range st.EntryPoints {
+			if lc := ep.Transport.LifeCycle; lc != nil && lc.RequestAcceptGraceTimeout > 0 {
+				log.Info().Str("entrypoint", name).Dur("for", time.Duration(lc.RequestAcceptGraceTimeout)).Msg("still accepting (requestAcceptGraceTimeout)")
+			}
+		}
+		srv.Stop(drain)
+	} else {
+		srv.Shutdown(drain) // the new process accepts now
+	}
 	if pred != nil {
 		// This process relays its predecessor's releases to its own
 		// successor: it ends after that one.

@@ -317,6 +317,52 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
+// lifeCycle.requestAcceptGraceTimeout: after SIGTERM the entry point
+// accepts and forwards new connections for that long, then stops accepting
+// and the process exits.
+func TestRequestAcceptGraceTimeout(t *testing.T) {
+	be := itest.EchoServer(t, "")
+	dir := t.TempDir()
+	dyn := filepath.Join(dir, "dyn.yml")
+	_ = os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644)
+	ep := itest.FreeAddr(t)
+	cmd := exec.Command(itest.Binary(t), "--entryPoints.db.address="+ep, "--entryPoints.db.transport.lifeCycle.requestAcceptGraceTimeout=3s",
+		"--entryPoints.db.transport.lifeCycle.graceTimeOut=100ms", "--providers.file.filename="+dyn)
+	out := &itest.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	forwarded := func() bool {
+		held := itest.Hold(t, 1, "127.0.0.1", ep)
+		for _, c := range held {
+			c.Close()
+		}
+		return len(held) == 1
+	}
+	itest.Eventually(t, 10*time.Second, forwarded, "never forwarded")
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	itest.Eventually(t, 5*time.Second, func() bool { return strings.Contains(out.String(), "still accepting") }, "no line says it still accepts:\n%s", out)
+	if !forwarded() || time.Since(start) > 3*time.Second {
+		t.Fatalf("a connection %v after SIGTERM was not forwarded within the 3s requestAcceptGraceTimeout\n%s", time.Since(start), out)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, out)
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("did not exit\n%s", out)
+	}
+	if d := time.Since(start); d < 2900*time.Millisecond {
+		t.Fatalf("exited %v after SIGTERM, before the 3s requestAcceptGraceTimeout", d)
+	}
+}
+
 // --accessLog.filePath: one JSON line per closed connection, none for a
 // rejection; --metrics.prometheus counts the router's bytes.
 func TestAccessLogAndRouterMetrics(t *testing.T) {

@@ -135,14 +135,25 @@ type EntryPoint struct {
 	// ReusePort and AsDefault are Traefik's: SO_REUSEPORT on the listening
 	// socket (several processes on one port), and whether the routers that
 	// name no entry point listen here (README, "Static configuration").
-	ReusePort bool `description:"Set SO_REUSEPORT on the listening socket, so that other processes may listen on the same address." json:"reusePort,omitempty" toml:"reusePort,omitempty" yaml:"reusePort,omitempty" export:"true"`
-	AsDefault bool `description:"Routers that name no entry point listen on the entry points marked asDefault (on every entry point when none is)." json:"asDefault,omitempty" toml:"asDefault,omitempty" yaml:"asDefault,omitempty" export:"true"`
+	// ForwardedHeaders is accepted for Traefik compatibility: it says whose
+	// X-Forwarded-* HTTP headers to believe, and TCP carries none.
+	ForwardedHeaders *ForwardedHeaders `description:"Accepted for Traefik compatibility (HTTP X-Forwarded-* headers; TCP has none: see proxyProtocol)." json:"forwardedHeaders,omitempty" toml:"forwardedHeaders,omitempty" yaml:"forwardedHeaders,omitempty" export:"true"`
+	ReusePort        bool              `description:"Set SO_REUSEPORT on the listening socket, so that other processes may listen on the same address." json:"reusePort,omitempty" toml:"reusePort,omitempty" yaml:"reusePort,omitempty" export:"true"`
+	AsDefault        bool              `description:"Routers that name no entry point listen on the entry points marked asDefault (on every entry point when none is)." json:"asDefault,omitempty" toml:"asDefault,omitempty" yaml:"asDefault,omitempty" export:"true"`
 }
 
 // SetDefaults gives an entry point its default transport.
 func (e *EntryPoint) SetDefaults() {
 	e.Transport = &EntryPointsTransport{}
 	e.Transport.SetDefaults()
+}
+
+// ForwardedHeaders is Traefik's entry point forwardedHeaders block, accepted
+// and unused.
+type ForwardedHeaders struct {
+	Insecure   bool     `description:"Accepted for Traefik compatibility." json:"insecure,omitempty" toml:"insecure,omitempty" yaml:"insecure,omitempty" export:"true"`
+	TrustedIPs []string `description:"Accepted for Traefik compatibility." json:"trustedIPs,omitempty" toml:"trustedIPs,omitempty" yaml:"trustedIPs,omitempty"`
+	Connection []string `description:"Accepted for Traefik compatibility." json:"connection,omitempty" toml:"connection,omitempty" yaml:"connection,omitempty"`
 }
 
 // EntryPointProxyProto says whose PROXY protocol headers are believed.
@@ -183,7 +194,12 @@ func (t *EntryPointsTransport) SetDefaults() {
 
 // LifeCycle bounds the shutdown drain.
 type LifeCycle struct {
-	GraceTimeOut Duration `description:"How long live connections may drain after the entry point stops accepting." json:"graceTimeOut,omitempty" toml:"graceTimeOut,omitempty" yaml:"graceTimeOut,omitempty" export:"true"`
+	// RequestAcceptGraceTimeout is Traefik's: how long the entry point keeps
+	// accepting after SIGTERM/SIGINT (while load balancers notice that the
+	// health check is gone), before it stops and drains. Not at an upgrade:
+	// the new process accepts then.
+	RequestAcceptGraceTimeout Duration `description:"How long the entry point keeps accepting after SIGTERM or SIGINT, before it stops accepting and drains (not at an upgrade)." json:"requestAcceptGraceTimeout,omitempty" toml:"requestAcceptGraceTimeout,omitempty" yaml:"requestAcceptGraceTimeout,omitempty" export:"true"`
+	GraceTimeOut              Duration `description:"How long live connections may drain after the entry point stops accepting." json:"graceTimeOut,omitempty" toml:"graceTimeOut,omitempty" yaml:"graceTimeOut,omitempty" export:"true"`
 }
 
 // SetDefaults sets Traefik's 10 s drain.
@@ -197,6 +213,11 @@ type RespondingTimeouts struct {
 	// server-first protocol (SMTP, MySQL, FTP: the server speaks first) and
 	// routed as plain TCP without a PROXY header. 0 waits the whole readTimeout.
 	ServerFirstTimeout Duration `description:"How long a silent client waits before it is routed as plain TCP (server-first protocols) on an entry point that reads before routing; 0 waits readTimeout." json:"serverFirstTimeout,omitempty" toml:"serverFirstTimeout,omitempty" yaml:"serverFirstTimeout,omitempty" export:"true"`
+	// WriteTimeout and IdleTimeout are accepted for Traefik compatibility:
+	// they bound HTTP in Traefik, whose TCP routers clear a connection's
+	// deadlines once routed, as tollgate has none after routing.
+	WriteTimeout Duration `description:"Accepted for Traefik compatibility (an HTTP timeout; a routed TCP connection has no deadline, as in Traefik)." json:"writeTimeout,omitempty" toml:"writeTimeout,omitempty" yaml:"writeTimeout,omitempty" export:"true"`
+	IdleTimeout  Duration `description:"Accepted for Traefik compatibility (an HTTP keep-alive timeout)." json:"idleTimeout,omitempty" toml:"idleTimeout,omitempty" yaml:"idleTimeout,omitempty" export:"true"`
 }
 
 // DefaultServerFirstTimeout is how long a silent client waits by default. A
@@ -521,6 +542,9 @@ func (s *Static) Validate() error {
 		if ep.Transport.RespondingTimeouts == nil {
 			ep.Transport.RespondingTimeouts = &RespondingTimeouts{}
 			ep.Transport.RespondingTimeouts.SetDefaults()
+		}
+		if ep.Transport.LifeCycle.RequestAcceptGraceTimeout < 0 {
+			return fmt.Errorf("entryPoints.%s.transport.lifeCycle.requestAcceptGraceTimeout=%s: must not be negative", name, ep.Transport.LifeCycle.RequestAcceptGraceTimeout)
 		}
 		if ep.Transport.LifeCycle.GraceTimeOut < 0 {
 			return fmt.Errorf("entryPoints.%s.transport.lifeCycle.graceTimeOut=%s: must not be negative", name, ep.Transport.LifeCycle.GraceTimeOut)

@@ -117,7 +117,7 @@ func TestAPIInsecure(t *testing.T) {
 // access log format Traefik does not know is an error naming it.
 func TestTraefikStaticOptionsDecode(t *testing.T) {
 	c := NewCommand()
-	args := "--entryPoints.db.address=:5432 --global.checkNewVersion=false --global.sendAnonymousUsage=false --api.dashboard=true --api.debug=true --ping --ping.entryPoint=traefik --log.filePath=/tmp/x.log --log.noColor=true --accessLog.format=common --core.defaultRuleSyntax=v2"
+	args := "--entryPoints.db.address=:5432 --global.checkNewVersion=false --global.sendAnonymousUsage=false --api.dashboard=true --api.debug=true --ping --ping.entryPoint=traefik --log.filePath=/tmp/x.log --log.noColor=true --accessLog.format=common --core.defaultRuleSyntax=v2 --entryPoints.db.forwardedHeaders.insecure=true --entryPoints.db.transport.respondingTimeouts.idleTimeout=10s --entryPoints.db.transport.respondingTimeouts.writeTimeout=5s"
 	if err := flag.Decode(strings.Fields(args), c); err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,7 @@ type EntryPoint struct {
 	readTimeout time.Duration
 	serverFirst time.Duration // silent this long: routed as a server-first client
 	grace       time.Duration
+	acceptGrace time.Duration  // requestAcceptGraceTimeout: accepting on after a stop signal (Drain)
 	trusted     []netip.Prefix // PROXY protocol senders to believe
 	ppInsecure  bool
 	ppEnabled   bool
@@ -102,6 +103,7 @@ func newEntryPoint(name string, cfg *config.EntryPoint, fd int, bound netip.Addr
 		}
 		if t.LifeCycle != nil {
 			e.grace = time.Duration(t.LifeCycle.GraceTimeOut)
+			e.acceptGrace = time.Duration(t.LifeCycle.RequestAcceptGraceTimeout)
 		}
 		e.maxUnrouted = t.MaxUnroutedPerIP
 	}
@@ -353,7 +355,19 @@ func (e *EntryPoint) route(c *tcp.Conn, t *Table) {
 
 // Shutdown stops accepting, lets live connections drain for the grace
 // timeout (or until ctx ends), then closes what is left.
-func (e *EntryPoint) Shutdown(ctx context.Context) {
+func (e *EntryPoint) Shutdown(ctx context.Context) { e.shutdown(ctx, false) }
+
+// shutdown is Shutdown, after accepting on for the requestAcceptGraceTimeout
+// (or until ctx ends) when keepAccepting.
+func (e *EntryPoint) shutdown(ctx context.Context, keepAccepting bool) {
+	if keepAccepting && e.acceptGrace > 0 {
+		t := time.NewTimer(e.acceptGrace)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	if e.engine != nil {
 		e.engine.each(func(l *loop) { l.removeListener(e) })
 	}

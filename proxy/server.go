@@ -209,16 +209,22 @@ func (s *Server) Apply(cfg *config.TCPConfiguration) *Runtime {
 // for each entry point's grace timeout (bounded by ctx) and closes the rest.
 // Later calls return at once.
 func (s *Server) Shutdown(ctx context.Context) {
-	s.down.Do(func() { s.shutdown(ctx) })
+	s.down.Do(func() { s.shutdown(ctx, false) })
 }
 
-func (s *Server) shutdown(ctx context.Context) {
+// Stop is Shutdown for a stop signal: each entry point first accepts on
+// for its requestAcceptGraceTimeout (until ctx ends), as Traefik's do.
+func (s *Server) Stop(ctx context.Context) {
+	s.down.Do(func() { s.shutdown(ctx, true) })
+}
+
+func (s *Server) shutdown(ctx context.Context, keepAccepting bool) {
 	var wg sync.WaitGroup
 	for _, ep := range s.eps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ep.Shutdown(ctx)
+			ep.shutdown(ctx, keepAccepting)
 		}()
 	}
 	wg.Wait()
