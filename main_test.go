@@ -155,6 +155,8 @@ func TestStaticConfigErrors(t *testing.T) {
 		{[]string{"--entryPoints.db.address=127.0.0.1:0", "--log.level=LOUD"}, `log.level="LOUD"`},
 		{[]string{"--entryPoints.db.address=127.0.0.1:0", "--tcpServersTransport.tls.rootCAs=/nonexistent/ca.pem"}, `tcpServersTransport.tls.rootCAs[0] "/nonexistent/ca.pem": no such file`},
 		{[]string{"--entryPoints.db.address=127.0.0.1:0", "--tcpServersTransport.dialTimeout=-1s"}, `tcpServersTransport: dialTimeout -1s is negative`},
+		// A compose command written for Traefik's image: the leading word is dropped.
+		{[]string{"traefik", "--entryPoints.db.adress=:5432"}, `--entryPoints.db.adress=":5432": unknown option "adress"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			cmd := exec.Command(itest.Binary(t), tc.args...)

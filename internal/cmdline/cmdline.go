@@ -54,6 +54,12 @@ func Root(cmd *config.Command, run func() error, version string) *cli.Command {
 // that a bad one is reported as one line naming it; any error is printed as
 // one line on stderr.
 func Execute(root *cli.Command) int {
+	// A leading "traefik" word is dropped, as the Traefik image's entry
+	// point does: `command: ["traefik", "--providers.docker"]` in a compose
+	// file written for Traefik runs tollgate with those flags.
+	if len(os.Args) > 1 && os.Args[1] == "traefik" {
+		os.Args = append(os.Args[:1:1], os.Args[2:]...)
+	}
 	if line := execute(root); line != "" {
 		fmt.Fprintln(os.Stderr, "tollgate: "+line)
 		return 1
