@@ -61,3 +61,16 @@ func TestFlagErrors(t *testing.T) {
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// With Traefik's api.insecure, `tollgate upgrade` and `tollgate healthcheck`
+// ask the address the API is on: the traefik entry point's.
+func TestCommandsFollowAPIInsecure(t *testing.T) {
+	bin := itest.Binary(t)
+	dead := itest.FreeAddr(t) // nothing listens: the error names where it asked
+	for _, sub := range []string{"upgrade", "healthcheck"} {
+		out, err := exec.Command(bin, sub, "--api.insecure=true", "--entryPoints.traefik.address="+dead).CombinedOutput()
+		if itest.ExitCode(err) != 1 || !strings.Contains(string(out), dead) {
+			t.Errorf("%s with api.insecure: exit %d, %s (want 1 naming %s)", sub, itest.ExitCode(err), out, dead)
+		}
+	}
+}

@@ -36,6 +36,9 @@ func Upgrade() *cli.Command {
 				fmt.Fprintln(os.Stderr, "tollgate upgrade: the configuration has no admin API (--api), which the upgrade command talks to: send SIGUSR2 to the process instead")
 				os.Exit(1)
 			}
+			if err := cmd.ResolveInsecureAPI(); err != nil { // api.insecure: where the API is
+				return err
+			}
 			addr := config.DefaultAPIAddress
 			if cmd.API.Address != "" {
 				addr = cmd.API.Address
