@@ -195,8 +195,7 @@ func TestHelpListsFlags(t *testing.T) {
 func TestEnvAndConfigFile(t *testing.T) {
 	be := itest.EchoServer(t, "")
 	dir := t.TempDir()
-	dyn := filepath.Join(dir, "dyn.yml")
-	_ = os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644)
+	dyn := echoRouteFile(t, dir, be, "")
 
 	ep, api := itest.FreeAddr(t), itest.FreeAddr(t)
 	cmd := exec.Command(itest.Binary(t))
@@ -216,8 +215,7 @@ func TestEnvAndConfigFile(t *testing.T) {
 func TestTraefikStaticConfigStarts(t *testing.T) {
 	be := itest.EchoServer(t, "")
 	dir := t.TempDir()
-	dyn := filepath.Join(dir, "dyn.yml")
-	_ = os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      entryPoints: [db]\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644)
+	dyn := echoRouteFile(t, dir, be, "db")
 	ep, api := itest.FreeAddr(t), itest.FreeAddr(t)
 	logFile := filepath.Join(dir, "tollgate.log")
 	cmd := exec.Command(itest.Binary(t), "--global.checkNewVersion=false", "--global.sendAnonymousUsage=false",
@@ -286,8 +284,7 @@ func startForwarding(t *testing.T, cmd *exec.Cmd, ep string) (stop func()) {
 func TestGracefulShutdown(t *testing.T) {
 	be := itest.EchoServer(t, "")
 	dir := t.TempDir()
-	dyn := filepath.Join(dir, "dyn.yml")
-	_ = os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644)
+	dyn := echoRouteFile(t, dir, be, "")
 	ep, api := itest.FreeAddr(t), itest.FreeAddr(t)
 	cmd := exec.Command(itest.Binary(t), "--entryPoints.db.address="+ep, "--entryPoints.db.transport.lifeCycle.graceTimeOut=300ms", "--providers.file.filename="+dyn, "--api.address="+api)
 	out := &itest.Buffer{}
@@ -325,8 +322,7 @@ func TestGracefulShutdown(t *testing.T) {
 func TestRequestAcceptGraceTimeout(t *testing.T) {
 	be := itest.EchoServer(t, "")
 	dir := t.TempDir()
-	dyn := filepath.Join(dir, "dyn.yml")
-	_ = os.WriteFile(dyn, []byte(fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be)), 0o644)
+	dyn := echoRouteFile(t, dir, be, "")
 	ep := itest.FreeAddr(t)
 	cmd := exec.Command(itest.Binary(t), "--entryPoints.db.address="+ep, "--entryPoints.db.transport.lifeCycle.requestAcceptGraceTimeout=3s",
 		"--entryPoints.db.transport.lifeCycle.graceTimeOut=100ms", "--providers.file.filename="+dyn)
@@ -507,4 +503,21 @@ func TestAccessLogBadPath(t *testing.T) {
 	if itest.ExitCode(err) != 1 || !strings.Contains(string(out), `accessLog.filePath="`+bad+`"`) {
 		t.Fatalf("exit %d, %s: want 1 naming accessLog.filePath", itest.ExitCode(err), out)
 	}
+}
+
+// echoRouteFile writes dir/dyn.yml, a dynamic file routing every connection
+// (on entry point ep, or on every one when ep is empty) to the server at
+// addr, and returns its path.
+func echoRouteFile(t *testing.T, dir, addr, ep string) string {
+	t.Helper()
+	eps := ""
+	if ep != "" {
+		eps = "      entryPoints: [" + ep + "]\n"
+	}
+	dyn := filepath.Join(dir, "dyn.yml")
+	content := fmt.Sprintf("tcp:\n  routers:\n    r:\n%s      rule: \"HostSNI(`*`)\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", eps, addr)
+	if err := os.WriteFile(dyn, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dyn
 }
