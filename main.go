@@ -45,11 +45,11 @@ func main() {
 	// Before the command line is read: the variable is not configuration.
 	handover, herr := upgrade.TakeEnv()
 	cmd := config.NewCommand()
-	root := cmdline.Root(cmd, func() error {
+	root := cmdline.Root(cmd, func(ignored []cmdline.IgnoredVariable) error {
 		if herr != nil {
 			return herr
 		}
-		return run(cmd, handover)
+		return run(cmd, handover, ignored)
 	}, version())
 	_ = root.AddCommand(check.Command())
 	os.Exit(cmdline.Execute(root))
@@ -112,8 +112,9 @@ const (
 )
 
 // run is tollgate. handoverFD is the state channel's descriptor when this
-// process was started by an upgrade, else -1.
-func run(cmd *config.Command, handoverFD int) (err error) {
+// process was started by an upgrade, else -1; ignored are the environment's
+// TOLLGATE_ and TRAEFIK_ variables that configure nothing, logged at start.
+func run(cmd *config.Command, handoverFD int, ignored []cmdline.IgnoredVariable) (err error) {
 	st := &cmd.Static
 	stats := &upgrade.Stats{}
 	stats.Generation.Store(1)
@@ -130,6 +131,12 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 		}()
 	}
 	if err := st.Validate(); err != nil {
+		// A variable that configures nothing may be why (a misspelled
+		// TOLLGATE_ENTRYPOINTS_... leaves no entry point): say it here,
+		// where no log exists yet.
+		for _, v := range ignored {
+			err = fmt.Errorf("%w; %s %s", err, v.Name, v.Why)
+		}
 		return err
 	}
 	log, err := newLogger(st.Log)
@@ -137,6 +144,9 @@ func run(cmd *config.Command, handoverFD int) (err error) {
 		return err
 	}
 	traefikOnly(st, log)
+	for _, v := range ignored {
+		log.Warn().Str("variable", v.Name).Msg(v.Why)
+	}
 	self, selfErr := upgrade.Resolve() // now: argv[0] means what it meant at start
 	// Signals are ours from the start: a SIGTERM that arrives while the
 	// entry points start must begin a drain, not kill the process, and

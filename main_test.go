@@ -172,6 +172,19 @@ func TestStaticConfigErrors(t *testing.T) {
 	}
 }
 
+// A misspelled variable root configures nothing, and paerser skips it
+// without a word: when the configuration is then incomplete, the error says
+// which variable was not read.
+func TestUnreadVariableNamedInStartError(t *testing.T) {
+	cmd := exec.Command(itest.Binary(t))
+	cmd.Env = append(os.Environ(), "TOLLGATE_ENTRYPOINT_DB_ADDRESS=127.0.0.1:0")
+	out, err := cmd.CombinedOutput()
+	want := "no entry point configured: set --entryPoints.<name>.address=[host]:port; TOLLGATE_ENTRYPOINT_DB_ADDRESS names no option"
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Fatalf("%v %s, want a failure saying %q", err, out, want)
+	}
+}
+
 func TestHelpListsFlags(t *testing.T) {
 	out, err := exec.Command(itest.Binary(t), "--help").CombinedOutput()
 	if err != nil {
@@ -221,6 +234,8 @@ func TestTraefikStaticConfigStarts(t *testing.T) {
 	cmd := exec.Command(itest.Binary(t), "--global.checkNewVersion=false", "--global.sendAnonymousUsage=false",
 		"--api.dashboard=true", "--api.insecure=true", "--entryPoints.traefik.address="+api, "--entryPoints.db.address="+ep,
 		"--ping", "--providers.file.filename="+dyn, "--log.level=INFO", "--log.filePath="+logFile, "--accessLog=true", "--accessLog.format=json")
+	// A variable beside flags is not read (sources do not mix): logged.
+	cmd.Env = append(os.Environ(), "TRAEFIK_LOG_LEVEL=DEBUG")
 	stop := startForwarding(t, cmd, ep)
 	defer stop()
 	for path, want := range map[string]string{"/ping": "OK", "/api/rawdata": `"tcpRouters"`} {
@@ -236,7 +251,9 @@ func TestTraefikStaticConfigStarts(t *testing.T) {
 	}
 	itest.Eventually(t, 5*time.Second, func() bool {
 		b, _ := os.ReadFile(logFile)
-		return strings.Contains(string(b), "api.dashboard: tollgate has no dashboard") && strings.Contains(string(b), "api.insecure")
+		return strings.Contains(string(b), "api.dashboard: tollgate has no dashboard") && strings.Contains(string(b), "api.insecure") &&
+			strings.Contains(string(b), `"variable":"TRAEFIK_LOG_LEVEL"`) &&
+			strings.Contains(string(b), `"message":"not read: the static configuration comes from flags`)
 	}, "log.filePath never received the start lines")
 	// The health check, given the same options, asks the traefik entry point's address.
 	hc, err := exec.Command(itest.Binary(t), "healthcheck", "--api.insecure=true", "--entryPoints.traefik.address="+api, "--ping").CombinedOutput()

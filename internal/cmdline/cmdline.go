@@ -25,15 +25,16 @@ import (
 // into cmd and calls run. It has the version, healthcheck and demo
 // subcommands; add others with AddCommand. An error about the static
 // configuration names where it was written: the flag, the TOLLGATE_
-// variable, or the configuration file and line.
-func Root(cmd *config.Command, run func() error, version string) *cli.Command {
+// variable, or the configuration file and line. run is given the TOLLGATE_
+// and TRAEFIK_ variables that configure nothing, to log.
+func Root(cmd *config.Command, run func(ignored []IgnoredVariable) error, version string) *cli.Command {
 	src := &sources{}
 	root := &cli.Command{
 		Name:          "tollgate",
 		Description:   "TCP edge proxy: Traefik-style labels and tags, per-client-IP connection limits.",
 		Configuration: cmd,
 		Resources:     src.loaders(),
-		Run:           func([]string) error { return src.name(run()) },
+		Run:           func([]string) error { return src.name(run(src.ignored(os.Environ()))) },
 	}
 	_ = root.AddCommand(&cli.Command{
 		Name:        "version",

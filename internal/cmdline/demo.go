@@ -31,7 +31,7 @@ const (
 // every other path answers with one line (demoHello). So connections held
 // through tollgate stay held however slowly the quickstart is typed, and
 // the quickstart needs nothing but curl.
-func Demo(cmd *config.Command, run func() error, src *sources) *cli.Command {
+func Demo(cmd *config.Command, run func(ignored []IgnoredVariable) error, src *sources) *cli.Command {
 	return &cli.Command{
 		Name:          "demo",
 		Description:   "Run tollgate, plus a demo backend on " + DemoBackendAddress + " (HTTP: /hold holds the connection until the client closes it, any other path greets). See the README's quickstart.",
@@ -44,7 +44,7 @@ func Demo(cmd *config.Command, run func() error, src *sources) *cli.Command {
 			}
 			defer stop()
 			fmt.Fprintf(os.Stderr, "demo backend listening on %s: /hold holds a connection until the client closes it, any other path answers one line\n", DemoBackendAddress)
-			return src.name(run())
+			return src.name(run(src.ignored(os.Environ())))
 		},
 	}
 }

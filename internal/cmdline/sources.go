@@ -140,6 +140,62 @@ func (l envLoader) Load(_ []string, cmd *cli.Command) (bool, error) {
 	return false, fmt.Errorf("environment variables %s: %s", strings.Join(names, ", "), explain("", err))
 }
 
+// An IgnoredVariable is a TOLLGATE_ or TRAEFIK_ variable of the environment
+// that configures nothing, and why: main logs each at start, so that a
+// misspelled root or a variable beside a configuration file is not silently
+// without effect.
+type IgnoredVariable struct{ Name, Why string }
+
+// serviceLink matches the variables Kubernetes sets for a Service in the
+// pod's namespace (a Service named tollgate or traefik-admin gives
+// TOLLGATE_SERVICE_HOST, TOLLGATE_PORT_8080_TCP_ADDR, ...): they are not
+// meant for tollgate, so they are not reported.
+var serviceLink = regexp.MustCompile(`^[A-Z0-9_]*?_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$`)
+
+// notConfiguration are TOLLGATE_ variables tollgate reads that are not
+// configuration (TOLLGATE_REFUSE fixes how refusals close, for bench/).
+var notConfiguration = map[string]bool{"TOLLGATE_REFUSE": true}
+
+// ignored returns the TOLLGATE_ and TRAEFIK_ variables of environ that the
+// sources read did not take: all of them when the configuration came from a
+// file or flags (sources do not mix), the TRAEFIK_ ones when TOLLGATE_ ones
+// were read, and those under no option's root (paerser skips them
+// silently).
+func (s *sources) ignored(environ []string) []IgnoredVariable {
+	read := make(map[string]bool, len(s.env))
+	for _, v := range s.env {
+		read[v] = true
+	}
+	var out []IgnoredVariable
+	for _, v := range environ {
+		name, _, _ := strings.Cut(v, "=")
+		prefix := envPrefix
+		if !strings.HasPrefix(name, prefix) {
+			prefix = traefikEnvPrefix
+			if !strings.HasPrefix(name, prefix) {
+				continue
+			}
+		}
+		if read[v] || notConfiguration[name] || serviceLink.MatchString(name) {
+			continue
+		}
+		why := ""
+		switch {
+		case s.from == "file":
+			why = "not read: the static configuration comes from " + s.file + ", and sources do not mix (a file, else flags, else variables)"
+		case s.from == "flags":
+			why = "not read: the static configuration comes from flags, and sources do not mix (a file, else flags, else variables)"
+		case s.from == "env" && prefix != s.prefix:
+			why = "not read: TOLLGATE_ variables are set, and TRAEFIK_ ones are read only when none is"
+		default:
+			why = "names no option: not read (the options are in tollgate --help; " + prefix + "ENTRYPOINTS_<NAME>_ADDRESS is --entryPoints.<name>.address)"
+		}
+		out = append(out, IgnoredVariable{Name: name, Why: why})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
 // at is the location prefix of an error about key (dotted, as written) in
 // the configuration file: "file:line: key: ", "file: key: " or "file: ".
 func (s *sources) at(key string, line int) string {

@@ -16,6 +16,14 @@ import (
 // none).
 func staticError(t *testing.T, env map[string]string, args ...string) string {
 	t.Helper()
+	line, _ := runStatic(t, env, args...)
+	return line
+}
+
+// runStatic is staticError that also returns the variables run was told
+// configure nothing.
+func runStatic(t *testing.T, env map[string]string, args ...string) (string, []IgnoredVariable) {
+	t.Helper()
 	for _, kv := range os.Environ() {
 		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, envPrefix) || strings.HasPrefix(name, traefikEnvPrefix) {
 			t.Setenv(name, "") // restored after the test
@@ -29,7 +37,76 @@ func staticError(t *testing.T, env map[string]string, args ...string) string {
 	os.Args = append([]string{"tollgate"}, args...)
 	defer func() { os.Args = saved }()
 	cmd := config.NewCommand()
-	return execute(Root(cmd, func() error { return cmd.Static.Validate() }, "test"))
+	var ignored []IgnoredVariable
+	line := execute(Root(cmd, func(ig []IgnoredVariable) error {
+		ignored = ig
+		return cmd.Static.Validate()
+	}, "test"))
+	return line, ignored
+}
+
+// A TOLLGATE_ or TRAEFIK_ variable that configures nothing is reported to
+// run (main logs it), with why: under no option's root (paerser skips those
+// silently), beside a configuration file or flags (sources do not mix), a
+// TRAEFIK_ one beside TOLLGATE_ ones. Kubernetes' service links and
+// variables that were read are not.
+func TestIgnoredVariablesAreReported(t *testing.T) {
+	links := map[string]string{"TOLLGATE_SERVICE_HOST": "10.0.0.1", "TOLLGATE_SERVICE_PORT": "5432",
+		"TOLLGATE_SERVICE_PORT_DB": "5432", "TOLLGATE_PORT": "tcp://10.0.0.1:5432",
+		"TOLLGATE_PORT_5432_TCP": "tcp://10.0.0.1:5432", "TOLLGATE_PORT_5432_TCP_ADDR": "10.0.0.1",
+		"TRAEFIK_ADMIN_SERVICE_HOST": "10.0.0.2", "TOLLGATE_REFUSE": "reset"}
+	with := func(m map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range links {
+			out[k] = v
+		}
+		for k, v := range m {
+			out[k] = v
+		}
+		return out
+	}
+	file := itest.WriteFile(t, "tollgate.yml", "entryPoints:\n  db:\n    address: \":5432\"\n")
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want map[string]string // name: a word of why
+		line string            // the error, when the configuration is incomplete
+	}{
+		{name: "misspelled root", env: with(map[string]string{"TOLLGATE_ENTRYPOINTS_DB_ADDRESS": ":5432", "TOLLGATE_ENTRYPOINT_WEB_ADDRESS": ":80"}),
+			want: map[string]string{"TOLLGATE_ENTRYPOINT_WEB_ADDRESS": "names no option"}},
+		{name: "only unknown roots", env: with(map[string]string{"TRAEFIK_EXPERIMENTAL_PLUGINS_X_VERSION": "v1"}),
+			want: map[string]string{"TRAEFIK_EXPERIMENTAL_PLUGINS_X_VERSION": "names no option"},
+			line: "no entry point configured: set --entryPoints.<name>.address=[host]:port"},
+		{name: "traefik beside tollgate", env: with(map[string]string{"TOLLGATE_ENTRYPOINTS_DB_ADDRESS": ":5432", "TRAEFIK_LOG_LEVEL": "DEBUG"}),
+			want: map[string]string{"TRAEFIK_LOG_LEVEL": "read only when none is"}},
+		{name: "beside flags", env: with(map[string]string{"TOLLGATE_LOG_LEVEL": "DEBUG"}), args: []string{"--entryPoints.db.address=:5432"},
+			want: map[string]string{"TOLLGATE_LOG_LEVEL": "comes from flags"}},
+		{name: "beside a file", env: with(map[string]string{"TRAEFIK_LOG_LEVEL": "DEBUG"}), args: []string{"--configFile=" + file},
+			want: map[string]string{"TRAEFIK_LOG_LEVEL": "comes from " + file}},
+		{name: "all read", env: with(map[string]string{"TOLLGATE_ENTRYPOINTS_DB_ADDRESS": ":5432", "TOLLGATE_LOG_LEVEL": "DEBUG"})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line, ignored := runStatic(t, tc.env, tc.args...)
+			if line != tc.line {
+				t.Fatalf("error %q, want %q", line, tc.line)
+			}
+			got := map[string]string{}
+			for _, v := range ignored {
+				got[v.Name] = v.Why
+			}
+			for name, word := range tc.want {
+				if !strings.Contains(got[name], word) {
+					t.Errorf("%s: reported as %q, want it reported saying %q", name, got[name], word)
+				}
+			}
+			for name, why := range got {
+				if _, ok := tc.want[name]; !ok {
+					t.Errorf("%s reported (%q); it is read, or not meant for tollgate", name, why)
+				}
+			}
+		})
+	}
 }
 
 // Every static configuration error names where the bad option was written
