@@ -152,6 +152,11 @@ type IgnoredVariable struct{ Name, Why string }
 // meant for tollgate, so they are not reported.
 var serviceLink = regexp.MustCompile(`^[A-Z0-9_]*?_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$`)
 
+// forHealthcheck matches the variables `tollgate healthcheck` reads to find
+// the admin API: set beside flags or a file, they are for it (the image's
+// HEALTHCHECK runs it without flags; Dockerfile), not left over.
+var forHealthcheck = regexp.MustCompile(`^(TOLLGATE|TRAEFIK)_(API|PING|METRICS_PROMETHEUS|ENTRYPOINTS_TRAEFIK)(_|$)`)
+
 // notConfiguration are TOLLGATE_ variables tollgate reads that are not
 // configuration (TOLLGATE_REFUSE fixes how refusals close, for bench/).
 var notConfiguration = map[string]bool{"TOLLGATE_REFUSE": true}
@@ -177,6 +182,9 @@ func (s *sources) ignored(environ []string) []IgnoredVariable {
 			}
 		}
 		if read[v] || notConfiguration[name] || serviceLink.MatchString(name) {
+			continue
+		}
+		if (s.from == "file" || s.from == "flags") && forHealthcheck.MatchString(name) {
 			continue
 		}
 		why := ""

@@ -48,8 +48,9 @@ func runStatic(t *testing.T, env map[string]string, args ...string) (string, []I
 // A TOLLGATE_ or TRAEFIK_ variable that configures nothing is reported to
 // run (main logs it), with why: under no option's root (paerser skips those
 // silently), beside a configuration file or flags (sources do not mix), a
-// TRAEFIK_ one beside TOLLGATE_ ones. Kubernetes' service links and
-// variables that were read are not.
+// TRAEFIK_ one beside TOLLGATE_ ones. Kubernetes' service links, variables
+// that were read, and those tollgate healthcheck reads (beside flags) are
+// not.
 func TestIgnoredVariablesAreReported(t *testing.T) {
 	links := map[string]string{"TOLLGATE_SERVICE_HOST": "10.0.0.1", "TOLLGATE_SERVICE_PORT": "5432",
 		"TOLLGATE_SERVICE_PORT_DB": "5432", "TOLLGATE_PORT": "tcp://10.0.0.1:5432",
@@ -80,7 +81,8 @@ func TestIgnoredVariablesAreReported(t *testing.T) {
 			line: "no entry point configured: set --entryPoints.<name>.address=[host]:port"},
 		{name: "traefik beside tollgate", env: with(map[string]string{"TOLLGATE_ENTRYPOINTS_DB_ADDRESS": ":5432", "TRAEFIK_LOG_LEVEL": "DEBUG"}),
 			want: map[string]string{"TRAEFIK_LOG_LEVEL": "read only when none is"}},
-		{name: "beside flags", env: with(map[string]string{"TOLLGATE_LOG_LEVEL": "DEBUG"}), args: []string{"--entryPoints.db.address=:5432"},
+		// TOLLGATE_API_ADDRESS beside flags is for tollgate healthcheck (Dockerfile).
+		{name: "beside flags", env: with(map[string]string{"TOLLGATE_LOG_LEVEL": "DEBUG", "TOLLGATE_API_ADDRESS": ":9000"}), args: []string{"--entryPoints.db.address=:5432"},
 			want: map[string]string{"TOLLGATE_LOG_LEVEL": "comes from flags"}},
 		{name: "beside a file", env: with(map[string]string{"TRAEFIK_LOG_LEVEL": "DEBUG"}), args: []string{"--configFile=" + file},
 			want: map[string]string{"TRAEFIK_LOG_LEVEL": "comes from " + file}},
