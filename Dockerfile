@@ -21,8 +21,12 @@
 # tollgate is PID 1 here: an upgrade in place (SIGUSR2) would end the
 # container with the old process. Containers roll instead (README,
 # "Upgrading in place").
+# /usr/local/bin/traefik is a symbolic link to /tollgate (deploy/image), so
+# that a health check written for Traefik's image,
+# ["CMD", "traefik", "healthcheck", "--ping"], runs tollgate's.
 FROM scratch
 COPY tollgate /tollgate
+COPY deploy/image/ /
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 CMD ["/tollgate", "healthcheck"]
 ENTRYPOINT ["/tollgate"]

@@ -220,8 +220,26 @@ func TollgateImage(t testing.TB) string {
 		if err != nil {
 			return err
 		}
+		if err := TraefikLink(filepath.Dir(dst)); err != nil {
+			return err
+		}
 		return os.WriteFile(dst, b, 0o755)
 	})
+}
+
+// TraefikLink puts into the build context dir what the Dockerfile copies
+// from deploy/image: the link /usr/local/bin/traefik -> /tollgate.
+func TraefikLink(dir string) error {
+	const rel = "deploy/image/usr/local/bin/traefik"
+	target, err := os.Readlink(filepath.Join(ModuleRoot(), rel))
+	if err != nil {
+		return err
+	}
+	link := filepath.Join(dir, rel)
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		return err
+	}
+	return os.Symlink(target, link)
 }
 
 // ForwardImage is internal/itest/forward: a client in a container that

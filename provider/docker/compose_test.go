@@ -116,6 +116,7 @@ func TestComposeDemo(t *testing.T) {
 	copyFile("docker-compose.yml", "docker-compose.yml")
 	copyFile("Dockerfile", "Dockerfile")
 	copyFile(".dockerignore", ".dockerignore") // the root context must not send the Consul agent
+	must(itest.TraefikLink(dir))
 	copyFile("examples/echo/Dockerfile", "examples/echo/Dockerfile")
 	copyFile("examples/consul/Dockerfile", "examples/consul/Dockerfile")
 	copyFile("examples/consul/.dockerignore", "examples/consul/.dockerignore")
