@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# test-caches.sh: once scripts/consul.sh and scripts/k8s.sh have built and
-# cached their binaries, every later run must reuse them. A check that fails
-# now and then (consul.sh's `consul version | grep -q` under pipefail died of
-# SIGPIPE in about one check in five) rebuilds for minutes. This asks each
-# script's own cache check N times (--check: it builds nothing) and then runs
-# each script once, which must print its path in seconds without building.
+# test-caches.sh: once scripts/consul.sh, scripts/k8s.sh and scripts/pebble.sh
+# have built and cached their binaries, every later run must reuse them. A
+# check that fails now and then (consul.sh's `consul version | grep -q` under
+# pipefail died of SIGPIPE in about one check in five) rebuilds for minutes.
+# This asks each script's own cache check N times (--check: it builds
+# nothing) and then runs each script once, which must print its path in
+# seconds without building.
 #
 #   scripts/test-caches.sh [N]     # default 50; CI runs it after the builds
 set -euo pipefail
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/.."
 n=${1:-50}
 status=0
 
-for s in consul k8s; do
+for s in consul k8s pebble; do
     script=scripts/$s.sh
     if ! "$script" --check; then
         echo "$s: nothing cached yet: run $script first" >&2
