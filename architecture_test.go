@@ -21,6 +21,7 @@ var importRules = map[string][]string{
 	"internal/itest/forward":           {},
 	"internal/ratelog":                 {},
 	"internal/decodeerr":               {},
+	"internal/acme":                    {"config"},
 	"internal/upgrade":                 {"middleware/inflightconn", "middleware/ratelimit"},
 	"labels":                           {"config", "internal/decodeerr"},
 	"provider":                         {"config"},

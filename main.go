@@ -7,11 +7,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/check"
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/acme"
 	"github.com/tollgate-proxy/tollgate/internal/cmdline"
 	"github.com/tollgate-proxy/tollgate/internal/upgrade"
 	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
@@ -204,14 +208,19 @@ func run(cmd *config.Command, handoverFD int, ignored []cmdline.IgnoredVariable)
 	}
 	defer closeStores(stores) // after the drain: the last releases reach the store
 	srv.State().Limiters.SetStores(stores)
-	var resolvers []string
-	for name, r := range st.CertificatesResolvers {
-		resolvers = append(resolvers, name)
-		if r != nil && (r.ACME != nil || r.Tailscale != nil) {
-			log.Warn().Str("resolver", name).Msg("certificatesResolvers." + name + ": ACME (and Tailscale) is not supported: routers naming this resolver are served from the TLS store's certificates")
-		}
+	resolvers, err := certResolvers(st, log)
+	if err != nil {
+		srv.Shutdown(context.Background())
+		return err
 	}
-	srv.State().SetCertResolvers(resolvers)
+	for name, r := range resolvers {
+		if r == nil {
+			srv.State().SetCertResolver(name, nil)
+			continue
+		}
+		defer r.Close()
+		srv.State().SetCertResolver(name, r)
+	}
 
 	settle := &settled{}
 	watcher := &provider.Watcher{
@@ -503,6 +512,44 @@ func labelProviders(cfg *config.Providers, log zerolog.Logger) ([]provider.Provi
 	if c := cfg.ZooKeeper; c != nil {
 		if err := add(kvzookeeper.New(c, log)); err != nil {
 			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// certResolvers builds the certificatesResolvers: an ACME client for each
+// with acme.tlsChallenge, nil for the others (their routers are served
+// from the TLS store, with a warning here and in their status).
+func certResolvers(st *config.Static, log zerolog.Logger) (map[string]*acme.Resolver, error) {
+	out := map[string]*acme.Resolver{}
+	for _, name := range slices.Sorted(maps.Keys(st.CertificatesResolvers)) {
+		r := st.CertificatesResolvers[name]
+		out[name] = nil
+		switch {
+		case r != nil && r.ACME != nil:
+			warnings, err := acme.Check(name, r.ACME)
+			if errors.Is(err, acme.ErrNoTLSChallenge) {
+				log.Warn().Str("resolver", name).Msg(err.Error() + "; until then the routers naming it are served from the TLS store's certificates")
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, w := range warnings {
+				log.Warn().Str("resolver", name).Msg(w)
+			}
+			res, err := acme.New(name, r.ACME, log.With().Str("component", "acme").Logger())
+			if err != nil {
+				for _, made := range out {
+					if made != nil {
+						made.Close()
+					}
+				}
+				return nil, err
+			}
+			out[name] = res
+		case r != nil && r.Tailscale != nil:
+			log.Warn().Str("resolver", name).Msg("certificatesResolvers." + name + ".tailscale is not supported: routers naming this resolver are served from the TLS store's certificates")
 		}
 	}
 	return out, nil

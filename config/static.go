@@ -22,10 +22,10 @@ type Static struct {
 	AccessLog   *AccessLog             `description:"Access log: one JSON line per closed connection." json:"accessLog,omitempty" toml:"accessLog,omitempty" yaml:"accessLog,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	Stores      map[string]*Store      `description:"Shared stores that inFlightConn middlewares name (store: <name>) to keep one budget across replicas." json:"stores,omitempty" toml:"stores,omitempty" yaml:"stores,omitempty" export:"true"`
 	// CertificatesResolvers are Traefik's certificate resolvers, by name. A
-	// router's tls.certResolver must name one; ACME itself is not supported
-	// (README, "TLS termination"): the acme block is accepted and ignored,
-	// with a warning at start.
-	CertificatesResolvers map[string]*CertificateResolver `description:"Certificates resolvers (accepted for Traefik compatibility; ACME is not supported)." json:"certificatesResolvers,omitempty" toml:"certificatesResolvers,omitempty" yaml:"certificatesResolvers,omitempty" export:"true"`
+	// router's tls.certResolver must name one; one with acme.tlsChallenge
+	// obtains its routers' certificates (internal/acme, README "ACME");
+	// the others obtain nothing, with a warning at start.
+	CertificatesResolvers map[string]*CertificateResolver `description:"Certificates resolvers: ACME with tlsChallenge (TLS-ALPN-01)." json:"certificatesResolvers,omitempty" toml:"certificatesResolvers,omitempty" yaml:"certificatesResolvers,omitempty" export:"true"`
 	// TCPServersTransport is Traefik's default TCP servers transport: the
 	// transport of every service that names none, and the one named
 	// default@internal (README, "Servers transports").
@@ -65,15 +65,15 @@ func (t *StaticTCPServersTransport) Transport() *TCPServersTransport {
 	return out
 }
 
-// CertificateResolver is one of Traefik's certificate resolvers; tollgate
-// reads none of it but its name.
+// CertificateResolver is one of Traefik's certificate resolvers: its acme
+// block (with tlsChallenge) is read by internal/acme.
 type CertificateResolver struct {
-	ACME      *ACMEResolver `description:"ACME (not supported: ignored)." json:"acme,omitempty" toml:"acme,omitempty" yaml:"acme,omitempty" export:"true"`
+	ACME      *ACMEResolver `description:"ACME: certificates obtained with the TLS-ALPN-01 challenge (tlsChallenge)." json:"acme,omitempty" toml:"acme,omitempty" yaml:"acme,omitempty" export:"true"`
 	Tailscale *struct{}     `description:"Tailscale (not supported: ignored)." json:"tailscale,omitempty" toml:"tailscale,omitempty" yaml:"tailscale,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 }
 
-// ACMEResolver is Traefik's acme block, so that a Traefik static
-// configuration decodes; nothing of it is used.
+// ACMEResolver is Traefik's acme block (README, "ACME" says which options
+// apply).
 type ACMEResolver struct {
 	Email                       string         `description:"Email address used for registration." json:"email,omitempty" toml:"email,omitempty" yaml:"email,omitempty"`
 	CAServer                    string         `description:"CA server to use." json:"caServer,omitempty" toml:"caServer,omitempty" yaml:"caServer,omitempty"`

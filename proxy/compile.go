@@ -97,6 +97,11 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 		}
 	}
 
+	var acmeResolvers []CertResolver
+	byName := st.certResolvers()
+	for _, n := range sortedKeys(byName) {
+		acmeResolvers = append(acmeResolvers, byName[n])
+	}
 	tables := make(map[string]*Table, len(entryPoints))
 	for _, ep := range entryPoints {
 		rs := routes[ep]
@@ -118,6 +123,9 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 				// SSLRequest: it is answered (postgres.go).
 				t.starttls = true
 			}
+		}
+		if t.peek {
+			t.acme = acmeResolvers
 		}
 		tables[ep] = t
 	}
@@ -540,19 +548,23 @@ func (c *compiler) routerTLS(name string, r *config.TCPRouter, ru *rule.Rule, in
 	if err != nil {
 		info.addError("tls.options", err.Error())
 	}
-	if res := r.TLS.CertResolver; res != "" {
-		if !c.st.hasCertResolver(res) {
-			info.addError("tls.certResolver", fmt.Sprintf("certificate resolver %q does not exist: certificatesResolvers.%s is not in the static configuration", res, res))
-			conf = nil
-		} else {
-			info.addWarning("tls.certResolver", fmt.Sprintf("certificate resolver %q: ACME is not supported; the router is served from the TLS store's certificates", res))
-		}
-	}
 	var names []string
 	if exact, wild, ok := ru.SNIs(); ok {
 		names = exact
 		for _, w := range wild {
 			names = append(names, "*"+w)
+		}
+	}
+	if res := r.TLS.CertResolver; res != "" {
+		exists, cr, known := c.st.certResolver(res)
+		switch {
+		case !exists:
+			info.addError("tls.certResolver", fmt.Sprintf("certificate resolver %q does not exist: certificatesResolvers.%s is not in the static configuration", res, res))
+			conf = nil
+		case cr != nil && conf != nil:
+			conf = c.resolverTLS(res, cr, conf, names, r.TLS.Domains, info)
+		case cr == nil && known:
+			info.addWarning("tls.certResolver", fmt.Sprintf("certificate resolver %q obtains nothing (it has no acme with tlsChallenge): the router is served from the TLS store's certificates", res))
 		}
 	}
 	store := c.certs()
@@ -562,6 +574,54 @@ func (c *compiler) routerTLS(name string, r *config.TCPRouter, ru *rule.Rule, in
 	}
 	if conf != nil {
 		store.markUse(name, names)
+	}
+	return conf
+}
+
+// resolverTLS returns conf serving, for the names a certificate resolver
+// holds a certificate for, that certificate (else the TLS store's, as
+// before), and adds the router's names to what the resolver is to obtain:
+// its HostSNI names and tls.domains. A wildcard cannot be validated with
+// TLS-ALPN-01 (it needs DNS-01): it is left to the store, with a warning.
+func (c *compiler) resolverTLS(res string, cr CertResolver, conf *tls.Config, sniNames []string, domains []config.Domain, info *RouterInfo) *tls.Config {
+	var want []string
+	add := func(n string) {
+		n = strings.ToLower(strings.TrimSpace(n))
+		switch {
+		case n == "":
+		case strings.HasPrefix(n, "*"):
+			info.addWarning("tls.certResolver", fmt.Sprintf("%s: a wildcard certificate needs the DNS-01 challenge, which tollgate does not answer: served from the TLS store's certificates", n))
+		default:
+			want = appendUnique(want, n)
+		}
+	}
+	for _, d := range domains {
+		add(d.Main)
+		for _, san := range d.SANs {
+			add(san)
+		}
+	}
+	if len(domains) == 0 {
+		for _, n := range sniNames {
+			add(n)
+		}
+	}
+	if len(want) == 0 && len(domains) == 0 && len(sniNames) == 0 {
+		info.addWarning("tls.certResolver", fmt.Sprintf("certificate resolver %q: the rule names no HostSNI host and tls.domains is empty: there is no name to obtain a certificate for", res))
+	}
+	if c.rt.Wanted == nil {
+		c.rt.Wanted = map[string][]string{}
+	}
+	for _, n := range want {
+		c.rt.Wanted[res] = appendUnique(c.rt.Wanted[res], n)
+	}
+	conf = conf.Clone()
+	base := conf.GetCertificate
+	conf.GetCertificate = func(chi *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if kp := cr.Certificate(lowerASCII(chi.ServerName)); kp != nil {
+			return kp, nil
+		}
+		return base(chi)
 	}
 	return conf
 }

@@ -340,6 +340,17 @@ func (e *EntryPoint) rejectUnrouted(k netip.Addr) (logged bool) {
 // route matches c against t and hands it to the router's chain. It returns
 // once the connection is rejected or handed to its service.
 func (e *EntryPoint) route(c *tcp.Conn, t *Table) {
+	if len(t.acme) > 0 && c.SNI != "" && len(c.ALPN) == 1 && c.ALPN[0] == acmeTLS1 {
+		// A CA validating a name a certificate resolver is obtaining
+		// (TLS-ALPN-01): answered before any router and its middlewares,
+		// which would otherwise refuse the CA's address or send it on.
+		for _, cr := range t.acme {
+			if cr.Wants(c.SNI) {
+				e.answerChallenge(c, cr)
+				return
+			}
+		}
+	}
 	r := t.match(c)
 	if r == nil {
 		e.noRoute.Add(1)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"sync"
 	"sync/atomic"
 
@@ -110,6 +111,24 @@ type Runtime struct {
 	// not) by this Compile, for GET /api/tls/certificates; empty when no
 	// router terminates TLS.
 	Certificates []CertificateInfo `json:"-"`
+	// Wanted are the names each certificate resolver is to obtain
+	// certificates for: the routers' HostSNI names and tls.domains.
+	Wanted map[string][]string `json:"-"`
+}
+
+// A CertResolver obtains and renews the certificates of the routers that
+// name it in tls.certResolver (internal/acme: ACME with TLS-ALPN-01).
+type CertResolver interface {
+	// Want is given, after every configuration, the names its routers
+	// serve.
+	Want(names []string)
+	// Wants reports whether name is one of them.
+	Wants(name string) bool
+	// Certificate returns the valid certificate it holds for name, or nil.
+	Certificate(name string) *tls.Certificate
+	// Challenge returns the certificate answering a TLS-ALPN-01
+	// validation hello.
+	Challenge(hello *tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
 // State is what outlives configuration generations: limiters, allow-list and
@@ -131,6 +150,7 @@ type State struct {
 	tls              map[string]*TLSCounters
 	defaultCert      defaultCert                 // generated once, when no default certificate is configured
 	resolvers        map[string]bool             // certificatesResolvers of the static configuration
+	acme             map[string]CertResolver     // their ACME, nil without; a nil map: not known (tollgate check)
 	defaultTransport *config.TCPServersTransport // the static tcpServersTransport, or nil
 	defaultEPs       []string                    // the entry points marked asDefault
 	observers        ConnObservers               // what closed connections report (accesslog.go)
@@ -238,10 +258,42 @@ func (s *State) getDefaultTransport() *config.TCPServersTransport {
 	return s.defaultTransport
 }
 
-func (s *State) hasCertResolver(name string) bool {
+// SetCertResolver adds a certificatesResolvers entry of the static
+// configuration with what obtains its certificates (nil: it has no ACME
+// tlsChallenge, and the routers naming it are served from the TLS store,
+// with a warning). Call it before the first Apply.
+func (s *State) SetCertResolver(name string, r CertResolver) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.resolvers[name]
+	if s.resolvers == nil {
+		s.resolvers = map[string]bool{}
+	}
+	if s.acme == nil {
+		s.acme = map[string]CertResolver{}
+	}
+	s.resolvers[name] = true
+	s.acme[name] = r
+}
+
+// certResolver says whether the named resolver exists, what obtains its
+// certificates, and whether that is known (it is not for tollgate check).
+func (s *State) certResolver(name string) (exists bool, r CertResolver, known bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resolvers[name], s.acme[name], s.acme != nil
+}
+
+// certResolvers returns the resolvers that obtain certificates, by name.
+func (s *State) certResolvers() map[string]CertResolver {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]CertResolver{}
+	for n, r := range s.acme {
+		if r != nil {
+			out[n] = r
+		}
+	}
+	return out
 }
 
 // RouterOpen returns the open-connection gauge of the named router.

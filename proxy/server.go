@@ -166,6 +166,9 @@ func (s *Server) Apply(cfg *config.TCPConfiguration) *Runtime {
 		ep.SetTable(tables[name])
 	}
 	s.rt.Store(rt)
+	for name, cr := range s.state.certResolvers() {
+		cr.Want(rt.Wanted[name])
+	}
 	keep, keepRate := map[string]bool{}, map[string]bool{}
 	for name, mi := range rt.Middlewares {
 		if mi.limiter != nil {

@@ -27,6 +27,9 @@ type Table struct {
 	// PostgreSQL client's SSLRequest is answered before its ClientHello is
 	// read (postgres.go).
 	starttls bool
+	// acme are the certificate resolvers whose TLS-ALPN-01 validations
+	// this entry point answers (acme.go), when peek.
+	acme []CertResolver
 }
 
 // tlsRoutes finds the first matching TLS route without calling every rule:

@@ -765,21 +765,22 @@ func TestServersTransportResolution(t *testing.T) {
 	}
 }
 
-// A router naming a resolver of the static configuration is served from
-// the store's certificates, with a warning that ACME is not supported.
+// A router naming a resolver of the static configuration that obtains
+// nothing (no acme tlsChallenge) is served from the store's certificates,
+// with a warning saying so.
 func TestTLSCertResolverAccepted(t *testing.T) {
 	ca := newTestCA(t)
 	_, dbCert, dbKey := ca.issue(t, leafOpts{}, "db.example")
 	a := startBackend(t, "A")
 	s := newServerWith(t, nil, "tls")
-	s.State().SetCertResolvers([]string{"le"})
+	s.State().SetCertResolver("le", nil)
 	rt := s.Apply(&config.TCPConfiguration{
 		Routers:  map[string]*config.TCPRouter{"db@file": {Rule: "HostSNI(`db.example`)", Service: "a@file", TLS: &config.RouterTCPTLSConfig{CertResolver: "le"}}},
 		Services: map[string]*config.TCPService{"a@file": lbConfig(a.addr())},
 		TLS:      &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(dbCert, dbKey)}},
 	})
 	ri := routerStatus(t, rt, "db@file")
-	if ri.Status != StatusWarning || !strings.Contains(strings.Join(ri.Err, " "), "ACME is not supported") {
+	if ri.Status != StatusWarning || !strings.Contains(strings.Join(ri.Err, " "), `certificate resolver "le" obtains nothing`) {
 		t.Fatalf("db@file: %s %v", ri.Status, ri.Err)
 	}
 	c, err := tlsDial(t, s.addr("tls"), &tls.Config{ServerName: "db.example", RootCAs: ca.pool})

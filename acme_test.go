@@ -1,0 +1,131 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/itest"
+)
+
+// A router naming an ACME resolver with tlsChallenge gets a certificate
+// from a real ACME server (Let's Encrypt's Pebble, which validates with
+// TLS-ALPN-01 on tollgate's entry point): the client verifies it against
+// Pebble's issuing root and reaches the backend. The certificate is stored
+// in Traefik's acme.json format (mode 0600), and a restarted tollgate
+// serves it from there on its first handshake, without a new issuance.
+func TestACMECertificateFromPebble(t *testing.T) {
+	ep := itest.FreeAddr(t)
+	_, port, _ := net.SplitHostPort(ep)
+	portN, _ := strconv.Atoi(port)
+	p := itest.StartPebble(t, portN)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "pebble-ca.pem")
+	if err := os.WriteFile(caFile, p.CACert, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	be := itest.EchoServer(t, "")
+	dyn := filepath.Join(dir, "dyn.yml")
+	const name = "db.tollgate.test"
+	if err := os.WriteFile(dyn, []byte(fmt.Sprintf(`tcp:
+  routers:
+    db:
+      rule: "HostSNI(`+"`%s`"+`)"
+      service: echo
+      middlewares: [perip]
+      tls:
+        certResolver: le
+  middlewares:
+    perip:
+      inFlightConn:
+        amount: 5
+  services:
+    echo:
+      loadBalancer:
+        servers:
+          - address: %q
+`, name, be)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	storage := filepath.Join(dir, "acme.json")
+	args := []string{"--entryPoints.websecure.address=" + ep, "--providers.file.filename=" + dyn,
+		"--certificatesResolvers.le.acme.email=ops@tollgate.test", "--certificatesResolvers.le.acme.storage=" + storage,
+		"--certificatesResolvers.le.acme.caServer=" + p.Directory, "--certificatesResolvers.le.acme.caCertificates=" + caFile,
+		"--certificatesResolvers.le.acme.tlsChallenge=true", "--log.level=DEBUG"}
+	roots := p.IssuerPool(t)
+	verified := func() *x509.Certificate {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", ep, &tls.Config{ServerName: name, RootCAs: roots})
+		if err != nil {
+			return nil
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte("ping\n")); err != nil {
+			return nil
+		}
+		b := make([]byte, 5)
+		if _, err := io.ReadFull(c, b); err != nil || string(b) != "ping\n" {
+			return nil
+		}
+		return c.ConnectionState().PeerCertificates[0]
+	}
+
+	start := func() (stop func(), out *itest.Buffer) {
+		cmd := exec.Command(itest.Binary(t), args...)
+		out = &itest.Buffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			_ = cmd.Wait()
+		}, out
+	}
+	stop, out := start()
+	var leaf *x509.Certificate
+	itest.Eventually(t, 90*time.Second, func() bool {
+		leaf = verified()
+		return leaf != nil
+	}, "no certificate from Pebble that verifies for %s (tollgate's output: %s)", name, out)
+	if !strings.Contains(out.String(), "TLS-ALPN-01 validation answered") || !strings.Contains(out.String(), "certificate obtained") {
+		t.Errorf("the log does not show the validation and the issuance: %s", out)
+	}
+	stop()
+
+	fi, err := os.Stat(storage)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("storage %s: %v %v, want mode 0600", storage, err, fi)
+	}
+	b, _ := os.ReadFile(storage)
+	for _, want := range []string{`"le"`, `"Account"`, `"PrivateKey"`, `"Certificates"`, `"main": "` + name + `"`, `"Store": "default"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("storage lacks %s (Traefik's acme.json format): %s", want, b)
+		}
+	}
+
+	// Restarted: the stored certificate is served on the first handshake
+	// that succeeds, and nothing new is issued.
+	stop, out = start()
+	defer stop()
+	var again *x509.Certificate
+	itest.Eventually(t, 10*time.Second, func() bool {
+		again = verified()
+		return again != nil
+	}, "the restarted tollgate does not serve a certificate that verifies (output: %s)", out)
+	if !again.Equal(leaf) {
+		t.Errorf("restarted tollgate serves certificate serial %v, want the stored %v", again.SerialNumber, leaf.SerialNumber)
+	}
+	if strings.Contains(out.String(), "certificate obtained") {
+		t.Errorf("a certificate was issued again after the restart: %s", out)
+	}
+}

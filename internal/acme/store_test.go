@@ -1,0 +1,275 @@
+package acme
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/crypto/acme/autocert"
+
+	"github.com/tollgate-proxy/tollgate/config"
+)
+
+// selfSigned returns a PEM chain and PEM key for name, with an RSA key (as
+// Traefik's default keyType gives) or an ECDSA one.
+func selfSigned(t testing.TB, name string, useRSA bool, notAfter time.Time) (chain, key []byte) {
+	t.Helper()
+	var priv any
+	var pub any
+	if useRSA {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		priv, pub = k, &k.PublicKey
+		key = pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+	} else {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		priv, pub = k, &k.PublicKey
+		key = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key
+}
+
+// traefikFile writes an acme.json as Traefik writes it: resolver "le" with
+// an account (PKCS #1 key, a registration) and one RSA certificate, and
+// another resolver's entry tollgate must leave as it is.
+func traefikFile(t *testing.T, name string, notAfter time.Time) (path string, chain []byte) {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, key := selfSigned(t, name, true, notAfter)
+	doc := map[string]any{
+		"le": map[string]any{
+			"Account": map[string]any{
+				"Email":        "ops@example.com",
+				"Registration": map[string]any{"body": map[string]any{"status": "valid"}, "uri": "https://ca.example/acme/acct/1"},
+				"PrivateKey":   x509.MarshalPKCS1PrivateKey(k),
+				"KeyType":      "4096",
+			},
+			"Certificates": []any{map[string]any{
+				"domain": map[string]any{"main": name}, "certificate": chain, "key": key, "Store": "default",
+			}},
+		},
+		"other": map[string]any{"Account": nil, "Certificates": nil, "Extra": "kept"},
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(t.TempDir(), "acme.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, chain
+}
+
+func tlsResolver() *config.ACMEResolver {
+	return &config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, CAServer: "https://127.0.0.1:1/dir"}
+}
+
+// A Traefik acme.json is read as it is: its account key is the client's,
+// its certificate is served at once (before any issuance), and autocert is
+// given it only under the key of its type. What tollgate writes keeps
+// Traefik's format and every other resolver's entry.
+func TestTraefikStorageIsReadAndKept(t *testing.T) {
+	path, chain := traefikFile(t, "db.example.com", time.Now().Add(60*24*time.Hour))
+	c := tlsResolver()
+	c.Storage = path
+	r, err := New("le", c, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	kp := r.Certificate("DB.example.com")
+	if kp == nil {
+		t.Fatal("the stored certificate is not served")
+	}
+	block, _ := pem.Decode(chain)
+	if string(kp.Certificate[0]) != string(block.Bytes) {
+		t.Fatal("a different certificate is served")
+	}
+	if r.Certificate("other.example.com") != nil {
+		t.Fatal("a certificate is served for a name nothing stored")
+	}
+	if _, ok := r.m.Client.Key.(*rsa.PrivateKey); !ok {
+		t.Fatalf("account key %T, want the stored RSA key", r.m.Client.Key)
+	}
+
+	ca := r.m.Cache
+	if _, err := ca.Get(context.Background(), "db.example.com"); !errors.Is(err, autocert.ErrCacheMiss) {
+		t.Fatalf("ECDSA key asked, RSA certificate stored: %v, want a miss", err)
+	}
+	data, err := ca.Get(context.Background(), "db.example.com+rsa")
+	if err != nil || !strings.HasPrefix(string(data), "-----BEGIN RSA PRIVATE KEY") || !strings.Contains(string(data), "CERTIFICATE") {
+		t.Fatalf("RSA key asked: %v %.40q, want the key then the chain", err, data)
+	}
+
+	// autocert stores an ECDSA certificate for the same name: it replaces
+	// the RSA one, in Traefik's format.
+	newChain, newKey := selfSigned(t, "db.example.com", false, time.Now().Add(90*24*time.Hour))
+	if err := ca.Put(context.Background(), "db.example.com", append(newKey, newChain...)); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Certificate("db.example.com"); got == nil || got.Leaf.NotAfter.Before(time.Now().Add(80*24*time.Hour)) {
+		t.Fatal("the certificate stored is not the one served")
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("storage mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+	var doc map[string]struct {
+		Account *struct {
+			Email        string
+			Registration json.RawMessage
+			PrivateKey   []byte
+		}
+		Certificates []struct {
+			Domain      struct{ Main string } `json:"domain"`
+			Certificate []byte                `json:"certificate"`
+			Key         []byte                `json:"key"`
+			Store       string
+		}
+		Extra string
+	}
+	b, _ := os.ReadFile(path)
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	le := doc["le"]
+	if le.Account == nil || le.Account.Email != "ops@example.com" || !strings.Contains(string(le.Account.Registration), "acct/1") {
+		t.Fatalf("account not kept: %s", b)
+	}
+	if len(le.Certificates) != 1 || le.Certificates[0].Domain.Main != "db.example.com" || le.Certificates[0].Store != "default" ||
+		string(le.Certificates[0].Certificate) != string(newChain) || string(le.Certificates[0].Key) != string(newKey) {
+		t.Fatalf("certificates not written as Traefik's: %s", b)
+	}
+	if doc["other"].Extra != "kept" {
+		t.Fatalf("another resolver's entry changed: %s", b)
+	}
+
+	// A second resolver on the same file starts without an account: it
+	// gets one, stored beside the first's.
+	c2 := tlsResolver()
+	c2.Storage = path
+	r2, err := New("second", c2, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Close()
+	b, _ = os.ReadFile(path)
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["second"].Account == nil || len(doc["second"].Account.PrivateKey) == 0 || len(doc["le"].Certificates) != 1 {
+		t.Fatalf("second resolver's account not stored beside the first: %s", b)
+	}
+}
+
+// A storage file that is not an acme.json stops the start naming it, and is
+// left as it was.
+func TestBadStorageFailsNamingIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "acme.json")
+	const junk = "{not json"
+	if err := os.WriteFile(path, []byte(junk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := tlsResolver()
+	c.Storage = path
+	_, err := New("le", c, zerolog.Nop())
+	if err == nil || !strings.Contains(err.Error(), "certificatesResolvers.le.acme.storage") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("error %v, want one naming the option and the file", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != junk {
+		t.Fatalf("the file was changed to %q", b)
+	}
+}
+
+// Check refuses what cannot work, naming the option, and says what is not
+// applied.
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    config.ACMEResolver
+		err  string
+		warn string
+	}{
+		{name: "http only", c: config.ACMEResolver{HTTPChallenge: &config.ACMEChallenge{EntryPoint: "web"}}, err: "certificatesResolvers.r.acme: httpChallenge: tollgate answers tlsChallenge"},
+		{name: "none", c: config.ACMEResolver{}, err: "no challenge"},
+		{name: "http caServer", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, CAServer: "http://ca/dir"}, err: "caServer"},
+		{name: "eab half", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, EAB: &config.ACMEEAB{Kid: "k"}}, err: "eab"},
+		{name: "eab bad", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, EAB: &config.ACMEEAB{Kid: "k", HmacEncoded: "!!"}}, err: "hmacEncoded"},
+		{name: "keyType", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, KeyType: "RSA4096"}, warn: "keyType RSA4096 is ignored"},
+		{name: "both", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, HTTPChallenge: &config.ACMEChallenge{}}, warn: "tlsChallenge is used"},
+		{name: "good", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, EAB: &config.ACMEEAB{Kid: "k", HmacEncoded: "c2VjcmV0"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			warnings, err := Check("r", &tc.c)
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("error %v, want %q", err, tc.err)
+			}
+			joined := strings.Join(warnings, "; ")
+			if tc.warn == "" && joined != "" || !strings.Contains(joined, tc.warn) {
+				t.Fatalf("warnings %q, want %q", joined, tc.warn)
+			}
+		})
+	}
+}
+
+// FuzzStorage: whatever the storage file holds, reading it and its
+// certificates returns an error or entries, never a panic.
+func FuzzStorage(f *testing.F) {
+	f.Add([]byte(`{"le":{"Account":{"Email":"a@b","PrivateKey":"AAEC"},"Certificates":[{"domain":{"main":"x.example"},"certificate":"AAEC","key":"AAEC","Store":"default"}]}}`))
+	f.Add([]byte(`{"le":null}`))
+	f.Add([]byte(`{"le":{"Certificates":[null]}}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "acme.json")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := &fileStore{path: path}
+		d, err := s.load("le")
+		if err != nil {
+			return
+		}
+		for _, sc := range d.Certificates {
+			if sc != nil {
+				_, _ = keyPair(sc)
+			}
+		}
+		c := &cache{store: s, resolver: "le", put: func(string, *tls.Certificate) {}}
+		_, _ = c.Get(context.Background(), "x.example")
+		_, _ = c.Get(context.Background(), "x.example+rsa")
+	})
+}

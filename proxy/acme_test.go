@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tollgate-proxy/tollgate/config"
+)
+
+// fakeResolver is a CertResolver that holds given certificates and a
+// challenge certificate (the real one, internal/acme, is tested against a
+// real ACME server in the root package).
+type fakeResolver struct {
+	mu        sync.Mutex
+	want      []string
+	certs     map[string]*tls.Certificate
+	challenge *tls.Certificate
+	asked     []string // validation hellos' names
+}
+
+func (f *fakeResolver) Want(names []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.want = slices.Clone(names)
+}
+
+func (f *fakeResolver) Wants(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Contains(f.want, name)
+}
+
+func (f *fakeResolver) Certificate(name string) *tls.Certificate {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.certs[name]
+}
+
+func (f *fakeResolver) Challenge(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, hello.ServerName)
+	if len(hello.SupportedProtos) != 1 || hello.SupportedProtos[0] != acmeTLS1 {
+		return nil, errors.New("not a validation")
+	}
+	return f.challenge, nil
+}
+
+// A router naming a resolver that obtains certificates: the resolver is
+// told the router's names (HostSNI, or tls.domains when given; not a
+// wildcard, which gets a warning), the router serves the resolver's
+// certificate once it holds one (the store's before), and a CA's
+// TLS-ALPN-01 validation for a wanted name is answered with the
+// resolver's challenge certificate before the router's ipAllowList, which
+// refuses every other client from the same address.
+func TestCertResolverObtainsAndIsValidated(t *testing.T) {
+	ca := newTestCA(t)
+	acmeKP, _, _ := ca.issue(t, leafOpts{}, "db.example", "dbs.example")
+	challengeKP, _, _ := ca.issue(t, leafOpts{}, "db.example")
+	a := startBackend(t, "A")
+	fr := &fakeResolver{certs: map[string]*tls.Certificate{}, challenge: &challengeKP}
+	s := newServerWith(t, nil, "tls")
+	s.State().SetCertResolver("le", fr)
+	cfg := &config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"db@file": {Rule: "HostSNI(`db.example`) || HostSNI(`*.wild.example`)", Service: "a@file", Middlewares: []string{"none@file"},
+				TLS: &config.RouterTCPTLSConfig{CertResolver: "le"}},
+			"dbs@file": {Rule: "HostSNI(`dbs.example`)", Service: "a@file",
+				TLS: &config.RouterTCPTLSConfig{CertResolver: "le", Domains: []config.Domain{{Main: "DBS.example", SANs: []string{"alt.example"}}}}},
+		},
+		Middlewares: map[string]*config.TCPMiddleware{"none@file": {IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"10.0.0.0/8"}}}},
+		Services:    map[string]*config.TCPService{"a@file": lbConfig(a.addr())},
+	}
+	rt := s.Apply(cfg)
+	if got, want := strings.Join(fr.want, ","), "db.example,dbs.example,alt.example"; got != want {
+		t.Errorf("resolver wants %s, want %s", got, want)
+	}
+	if ri := routerStatus(t, rt, "db@file"); ri.Status != StatusWarning || !strings.Contains(strings.Join(ri.Err, " "), "*.wild.example: a wildcard certificate needs the DNS-01 challenge") {
+		t.Errorf("db@file: %s %v, want a warning about the wildcard", ri.Status, ri.Err)
+	}
+	if ri := routerStatus(t, rt, "dbs@file"); ri.Status != StatusEnabled {
+		t.Errorf("dbs@file: %s %v, want enabled", ri.Status, ri.Err)
+	}
+
+	// The CA's validation: the challenge certificate, acme-tls/1, then the
+	// end; the allow list never saw it.
+	c, err := tls.Dial("tcp", s.addr("tls"), &tls.Config{ServerName: "db.example", NextProtos: []string{acmeTLS1}, InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatalf("validation handshake: %v", err)
+	}
+	st := c.ConnectionState()
+	if st.NegotiatedProtocol != acmeTLS1 || !st.PeerCertificates[0].Equal(challengeKP.Leaf) {
+		t.Errorf("validation got protocol %q and another certificate", st.NegotiatedProtocol)
+	}
+	c.Close()
+	if len(fr.asked) != 1 || fr.asked[0] != "db.example" {
+		t.Errorf("resolver asked for %v, want [db.example]", fr.asked)
+	}
+	// A validation for a name no router wants goes through the routers:
+	// refused by the allow list, as is a client of db.example.
+	if c, err := tls.Dial("tcp", s.addr("tls"), &tls.Config{ServerName: "other.example", NextProtos: []string{acmeTLS1}, InsecureSkipVerify: true}); err == nil {
+		c.Close()
+		t.Error("a validation for a name nothing wants was answered")
+	}
+	if c, err := tls.Dial("tcp", s.addr("tls"), &tls.Config{ServerName: "db.example", InsecureSkipVerify: true}); err == nil {
+		c.Close()
+		t.Error("a client past the allow list: the validation's bypass is not for clients")
+	}
+
+	// Before the resolver holds a certificate, dbs.example gets the store's
+	// (the generated default); then the resolver's.
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	if _, err := tlsDial(t, s.addr("tls"), &tls.Config{ServerName: "dbs.example", RootCAs: roots}); err == nil {
+		t.Fatal("verified before the resolver holds a certificate")
+	}
+	fr.mu.Lock()
+	fr.certs["dbs.example"] = &acmeKP
+	fr.mu.Unlock()
+	c, err = tlsDial(t, s.addr("tls"), &tls.Config{ServerName: "dbs.example", RootCAs: roots})
+	if err != nil {
+		t.Fatalf("with the resolver's certificate: %v", err)
+	}
+	defer c.Close()
+	if got := greetTLS(t, c); got != "A" {
+		t.Errorf("reached %q", got)
+	}
+
+	// A configuration without the routers: the resolver wants nothing.
+	s.Apply(&config.TCPConfiguration{Services: cfg.Services})
+	if len(fr.want) != 0 {
+		t.Errorf("resolver still wants %v", fr.want)
+	}
+}
