@@ -1,10 +1,17 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -24,6 +31,81 @@ import (
 // in Traefik's acme.json format (mode 0600), and a restarted tollgate
 // serves it from there on its first handshake, without a new issuance.
 func TestACMECertificateFromPebble(t *testing.T) {
+	a := newACMESetup(t)
+	stop, out := a.start()
+	var leaf *x509.Certificate
+	itest.Eventually(t, 90*time.Second, func() bool {
+		leaf = a.verified()
+		return leaf != nil
+	}, "no certificate from Pebble that verifies for %s (tollgate's output: %s)", acmeName, out)
+	if !strings.Contains(out.String(), "TLS-ALPN-01 validation answered") || !strings.Contains(out.String(), "certificate obtained") {
+		t.Errorf("the log does not show the validation and the issuance: %s", out)
+	}
+	stop()
+
+	fi, err := os.Stat(a.storage)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("storage %s: %v %v, want mode 0600", a.storage, err, fi)
+	}
+	b, _ := os.ReadFile(a.storage)
+	for _, want := range []string{`"le"`, `"Account"`, `"PrivateKey"`, `"Certificates"`, `"main": "` + acmeName + `"`, `"Store": "default"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("storage lacks %s (Traefik's acme.json format): %s", want, b)
+		}
+	}
+
+	// Restarted: the stored certificate is served on the first handshake
+	// that succeeds, and nothing new is issued.
+	stop, out = a.start()
+	defer stop()
+	var again *x509.Certificate
+	itest.Eventually(t, 10*time.Second, func() bool {
+		again = a.verified()
+		return again != nil
+	}, "the restarted tollgate does not serve a certificate that verifies (output: %s)", out)
+	if !again.Equal(leaf) {
+		t.Errorf("restarted tollgate serves certificate serial %v, want the stored %v", again.SerialNumber, leaf.SerialNumber)
+	}
+	if strings.Contains(out.String(), "certificate obtained") {
+		t.Errorf("a certificate was issued again after the restart: %s", out)
+	}
+}
+
+// A stored certificate due for renewal (5 days left, as a Traefik
+// acme.json may hold) is served at start and replaced by a new one from the
+// CA, which is then served and stored.
+func TestACMERenewsAStoredCertificate(t *testing.T) {
+	a := newACMESetup(t)
+	chain, key := selfSignedPEM(t, acmeName, time.Now().Add(5*24*time.Hour))
+	doc := map[string]any{"le": map[string]any{"Certificates": []any{map[string]any{
+		"domain": map[string]any{"main": acmeName}, "certificate": chain, "key": key, "Store": "default"}}}}
+	b, _ := json.Marshal(doc)
+	if err := os.WriteFile(a.storage, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stop, out := a.start()
+	defer stop()
+	itest.Eventually(t, 90*time.Second, func() bool { return a.verified() != nil },
+		"the certificate due for renewal was not replaced by one from the CA (output: %s)", out)
+	b, _ = os.ReadFile(a.storage)
+	if strings.Contains(string(b), base64.StdEncoding.EncodeToString(chain)) {
+		t.Errorf("the storage still holds the old certificate: %s", b)
+	}
+}
+
+const acmeName = "db.tollgate.test"
+
+// acmeSetup is Pebble, an echo backend, a dynamic file whose router names
+// the resolver le, and tollgate's arguments.
+type acmeSetup struct {
+	t       *testing.T
+	ep      string
+	storage string
+	args    []string
+	roots   *x509.CertPool
+}
+
+func newACMESetup(t *testing.T) *acmeSetup {
 	ep := itest.FreeAddr(t)
 	_, port, _ := net.SplitHostPort(ep)
 	portN, _ := strconv.Atoi(port)
@@ -35,7 +117,6 @@ func TestACMECertificateFromPebble(t *testing.T) {
 	}
 	be := itest.EchoServer(t, "")
 	dyn := filepath.Join(dir, "dyn.yml")
-	const name = "db.tollgate.test"
 	if err := os.WriteFile(dyn, []byte(fmt.Sprintf(`tcp:
   routers:
     db:
@@ -53,79 +134,65 @@ func TestACMECertificateFromPebble(t *testing.T) {
       loadBalancer:
         servers:
           - address: %q
-`, name, be)), 0o644); err != nil {
+`, acmeName, be)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	storage := filepath.Join(dir, "acme.json")
-	args := []string{"--entryPoints.websecure.address=" + ep, "--providers.file.filename=" + dyn,
+	a := &acmeSetup{t: t, ep: ep, storage: storage, roots: p.IssuerPool(t)}
+	a.args = []string{"--entryPoints.websecure.address=" + ep, "--providers.file.filename=" + dyn,
 		"--certificatesResolvers.le.acme.email=ops@tollgate.test", "--certificatesResolvers.le.acme.storage=" + storage,
 		"--certificatesResolvers.le.acme.caServer=" + p.Directory, "--certificatesResolvers.le.acme.caCertificates=" + caFile,
 		"--certificatesResolvers.le.acme.tlsChallenge=true", "--log.level=DEBUG"}
-	roots := p.IssuerPool(t)
-	verified := func() *x509.Certificate {
-		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", ep, &tls.Config{ServerName: name, RootCAs: roots})
-		if err != nil {
-			return nil
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Write([]byte("ping\n")); err != nil {
-			return nil
-		}
-		b := make([]byte, 5)
-		if _, err := io.ReadFull(c, b); err != nil || string(b) != "ping\n" {
-			return nil
-		}
-		return c.ConnectionState().PeerCertificates[0]
-	}
+	return a
+}
 
-	start := func() (stop func(), out *itest.Buffer) {
-		cmd := exec.Command(itest.Binary(t), args...)
-		out = &itest.Buffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return func() {
-			_ = cmd.Process.Signal(os.Interrupt)
-			_ = cmd.Wait()
-		}, out
+// verified dials the entry point for acmeName, verifying against Pebble's
+// root, and echoes a line through; it returns the leaf, or nil.
+func (a *acmeSetup) verified() *x509.Certificate {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", a.ep, &tls.Config{ServerName: acmeName, RootCAs: a.roots})
+	if err != nil {
+		return nil
 	}
-	stop, out := start()
-	var leaf *x509.Certificate
-	itest.Eventually(t, 90*time.Second, func() bool {
-		leaf = verified()
-		return leaf != nil
-	}, "no certificate from Pebble that verifies for %s (tollgate's output: %s)", name, out)
-	if !strings.Contains(out.String(), "TLS-ALPN-01 validation answered") || !strings.Contains(out.String(), "certificate obtained") {
-		t.Errorf("the log does not show the validation and the issuance: %s", out)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return nil
 	}
-	stop()
+	b := make([]byte, 5)
+	if _, err := io.ReadFull(c, b); err != nil || string(b) != "ping\n" {
+		return nil
+	}
+	return c.ConnectionState().PeerCertificates[0]
+}
 
-	fi, err := os.Stat(storage)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("storage %s: %v %v, want mode 0600", storage, err, fi)
+// start starts tollgate; stop interrupts it and waits.
+func (a *acmeSetup) start() (stop func(), out *itest.Buffer) {
+	cmd := exec.Command(itest.Binary(a.t), a.args...)
+	out = &itest.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		a.t.Fatal(err)
 	}
-	b, _ := os.ReadFile(storage)
-	for _, want := range []string{`"le"`, `"Account"`, `"PrivateKey"`, `"Certificates"`, `"main": "` + name + `"`, `"Store": "default"`} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("storage lacks %s (Traefik's acme.json format): %s", want, b)
-		}
-	}
+	return func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	}, out
+}
 
-	// Restarted: the stored certificate is served on the first handshake
-	// that succeeds, and nothing new is issued.
-	stop, out = start()
-	defer stop()
-	var again *x509.Certificate
-	itest.Eventually(t, 10*time.Second, func() bool {
-		again = verified()
-		return again != nil
-	}, "the restarted tollgate does not serve a certificate that verifies (output: %s)", out)
-	if !again.Equal(leaf) {
-		t.Errorf("restarted tollgate serves certificate serial %v, want the stored %v", again.SerialNumber, leaf.SerialNumber)
+// selfSignedPEM is a PEM chain and ECDSA key for name, valid until notAfter.
+func selfSignedPEM(t *testing.T, name string, notAfter time.Time) (chain, key []byte) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if strings.Contains(out.String(), "certificate obtained") {
-		t.Errorf("a certificate was issued again after the restart: %s", out)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), DNSNames: []string{name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
 	}
+	kder, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
