@@ -78,7 +78,7 @@ type TLSStore struct {
 }
 
 // GeneratedCert asks a certificate resolver for the store's default
-// certificate (ACME: not supported yet, README "TLS").
+// certificate (README, "ACME").
 type GeneratedCert struct {
 	Resolver string  `json:"resolver,omitempty" toml:"resolver,omitempty" yaml:"resolver,omitempty" export:"true"`
 	Domain   *Domain `json:"domain,omitempty" toml:"domain,omitempty" yaml:"domain,omitempty" export:"true"`

@@ -137,3 +137,57 @@ func TestCertResolverObtainsAndIsValidated(t *testing.T) {
 		t.Errorf("resolver still wants %v", fr.want)
 	}
 }
+
+// The default store's defaultGeneratedCert: its resolver is to obtain
+// domain.main (and sans), and a client whose name no certificate serves gets
+// that certificate once the resolver holds it (the generated self-signed
+// one before). A resolver that does not exist is said in the certificate
+// list.
+func TestDefaultGeneratedCertFromResolver(t *testing.T) {
+	ca := newTestCA(t)
+	edgeKP, _, _ := ca.issue(t, leafOpts{}, "edge.example")
+	a := startBackend(t, "A")
+	fr := &fakeResolver{certs: map[string]*tls.Certificate{}}
+	s := newServerWith(t, nil, "tls")
+	s.State().SetCertResolver("le", fr)
+	cfg := func(resolver string) *config.TCPConfiguration {
+		return &config.TCPConfiguration{
+			Routers:  map[string]*config.TCPRouter{"all@file": {Rule: "HostSNI(`*`)", Service: "a@file", TLS: &config.RouterTCPTLSConfig{}}},
+			Services: map[string]*config.TCPService{"a@file": lbConfig(a.addr())},
+			TLS: &config.TLSConfiguration{Stores: map[string]config.TLSStore{"default": {DefaultGeneratedCert: &config.GeneratedCert{
+				Resolver: resolver, Domain: &config.Domain{Main: "Edge.example", SANs: []string{"www.edge.example"}}}}}},
+		}
+	}
+	s.Apply(cfg("le"))
+	if got := strings.Join(fr.want, ","); got != "edge.example,www.edge.example" {
+		t.Errorf("resolver wants %s, want edge.example,www.edge.example", got)
+	}
+	dial := func() *x509.Certificate {
+		c, err := tls.Dial("tcp", s.addr("tls"), &tls.Config{ServerName: "any.example", InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0]
+	}
+	if got := dial(); got.Equal(edgeKP.Leaf) {
+		t.Fatal("the resolver's certificate before it holds one")
+	}
+	fr.mu.Lock()
+	fr.certs["edge.example"] = &edgeKP
+	fr.mu.Unlock()
+	if got := dial(); !got.Equal(edgeKP.Leaf) {
+		t.Errorf("default certificate %v, want the resolver's edge.example", got.DNSNames)
+	}
+
+	rt := s.Apply(cfg("nope"))
+	found := false
+	for _, ci := range rt.Certificates {
+		if ci.Source == "tls.stores.default.defaultGeneratedCert" && strings.Contains(ci.Error, `certificate resolver "nope" does not exist`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("an unknown resolver is not said in the certificate list: %+v", rt.Certificates)
+	}
+}

@@ -173,8 +173,58 @@ type transportOrErr struct {
 func (c *compiler) certs() *certStore {
 	if c.store == nil {
 		c.store = buildCertStore(c.cfg.TLS, c.st.defaultCert.get)
+		c.generatedDefault(c.store)
 	}
 	return c.store
+}
+
+// generatedDefault reads the default store's defaultGeneratedCert (without
+// a defaultCertificate, which wins): its resolver is to obtain domain.main
+// and its sans, and the store's default certificate is main's once the
+// resolver holds it. A resolver that does not exist or obtains nothing
+// leaves the generated self-signed default, said in the certificate list
+// (/api/tls/certificates).
+func (c *compiler) generatedDefault(store *certStore) {
+	if c.cfg.TLS == nil {
+		return
+	}
+	st, ok := c.cfg.TLS.Stores["default"]
+	if !ok || st.DefaultCertificate != nil || st.DefaultGeneratedCert == nil {
+		return
+	}
+	g := st.DefaultGeneratedCert
+	fail := func(msg string) {
+		store.infos = append(store.infos, CertificateInfo{Source: "tls.stores.default.defaultGeneratedCert", Error: msg, Stores: []string{"default"}, Default: true})
+	}
+	if g.Resolver == "" || g.Domain == nil || strings.TrimSpace(g.Domain.Main) == "" {
+		fail("set resolver and domain.main: the generated self-signed certificate stays the default")
+		return
+	}
+	exists, cr, known := c.st.certResolver(g.Resolver)
+	switch {
+	case !exists:
+		fail(fmt.Sprintf("certificate resolver %q does not exist (certificatesResolvers.%s): the generated self-signed certificate stays the default", g.Resolver, g.Resolver))
+		return
+	case cr == nil:
+		if known {
+			fail(fmt.Sprintf("certificate resolver %q obtains nothing (no acme with tlsChallenge): the generated self-signed certificate stays the default", g.Resolver))
+		}
+		return
+	}
+	main := strings.ToLower(strings.TrimSpace(g.Domain.Main))
+	if strings.HasPrefix(main, "*") {
+		fail(fmt.Sprintf("domain.main %s: a wildcard certificate needs the DNS-01 challenge, which tollgate does not answer: the generated self-signed certificate stays the default", main))
+		return
+	}
+	if c.rt.Wanted == nil {
+		c.rt.Wanted = map[string][]string{}
+	}
+	for _, n := range append([]string{main}, g.Domain.SANs...) {
+		if n = strings.ToLower(strings.TrimSpace(n)); n != "" && !strings.HasPrefix(n, "*") {
+			c.rt.Wanted[g.Resolver] = appendUnique(c.rt.Wanted[g.Resolver], n)
+		}
+	}
+	store.defGen = &generatedDefault{cr: cr, name: main}
 }
 
 // options returns the handshake settings of the named TLS options, built

@@ -142,6 +142,14 @@ type certStore struct {
 	badDef   error // the configured default certificate did not load
 	infos    []CertificateInfo
 	leafName map[*tls.Certificate]int // index in infos
+	// defGen is the default store's defaultGeneratedCert: the default
+	// certificate once its resolver holds one (def until then).
+	defGen *generatedDefault
+}
+
+type generatedDefault struct {
+	cr   CertResolver
+	name string
 }
 
 // get returns the certificate for sni (lower-cased): exact names first,
@@ -423,6 +431,11 @@ func newServerTLS(name string, o config.TLSOptions, store *certStore) (*tls.Conf
 		}
 		if strict || store.def == nil {
 			return nil, errNoCertificate
+		}
+		if g := store.defGen; g != nil {
+			if kp := g.cr.Certificate(g.name); kp != nil {
+				return kp, nil
+			}
 		}
 		return store.def, nil
 	}
