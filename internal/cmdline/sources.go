@@ -162,10 +162,12 @@ var forHealthcheck = regexp.MustCompile(`^(TOLLGATE|TRAEFIK)_(API|PING|METRICS_P
 var notConfiguration = map[string]bool{"TOLLGATE_REFUSE": true}
 
 // ignored returns the TOLLGATE_ and TRAEFIK_ variables of environ that the
-// sources read did not take: all of them when the configuration came from a
-// file or flags (sources do not mix), the TRAEFIK_ ones when TOLLGATE_ ones
-// were read, and those under no option's root (paerser skips them
-// silently).
+// sources read did not take: under an option's root, those beside a file or
+// flags (sources do not mix) and TRAEFIK_ ones beside TOLLGATE_ ones; under
+// no option's root (paerser skips them silently), those of the prefix read
+// when the configuration came from variables or from nowhere: a misspelled
+// root. Under no root beside a file or flags, a variable is someone else's
+// (a script's TOLLGATE_SOMETHING), and not reported.
 func (s *sources) ignored(environ []string) []IgnoredVariable {
 	read := make(map[string]bool, len(s.env))
 	for _, v := range s.env {
@@ -185,6 +187,10 @@ func (s *sources) ignored(environ []string) []IgnoredVariable {
 			continue
 		}
 		if (s.from == "file" || s.from == "flags") && forHealthcheck.MatchString(name) {
+			continue
+		}
+		rooted := len(env.FindPrefixedEnvVars([]string{v}, prefix, config.NewCommand())) > 0
+		if !rooted && (s.from == "file" || s.from == "flags" || s.from == "env" && prefix != s.prefix) {
 			continue
 		}
 		why := ""

@@ -79,10 +79,11 @@ func TestIgnoredVariablesAreReported(t *testing.T) {
 		{name: "only unknown roots", env: with(map[string]string{"TRAEFIK_EXPERIMENTAL_PLUGINS_X_VERSION": "v1"}),
 			want: map[string]string{"TRAEFIK_EXPERIMENTAL_PLUGINS_X_VERSION": "names no option"},
 			line: "no entry point configured: set --entryPoints.<name>.address=[host]:port"},
-		{name: "traefik beside tollgate", env: with(map[string]string{"TOLLGATE_ENTRYPOINTS_DB_ADDRESS": ":5432", "TRAEFIK_LOG_LEVEL": "DEBUG"}),
+		{name: "traefik beside tollgate", env: with(map[string]string{"TOLLGATE_ENTRYPOINTS_DB_ADDRESS": ":5432", "TRAEFIK_LOG_LEVEL": "DEBUG", "TRAEFIK_SOMETOOL": "1"}),
 			want: map[string]string{"TRAEFIK_LOG_LEVEL": "read only when none is"}},
 		// TOLLGATE_API_ADDRESS beside flags is for tollgate healthcheck (Dockerfile).
-		{name: "beside flags", env: with(map[string]string{"TOLLGATE_LOG_LEVEL": "DEBUG", "TOLLGATE_API_ADDRESS": ":9000"}), args: []string{"--entryPoints.db.address=:5432"},
+		// TOLLGATE_SOMETOOL, under no root beside flags, is someone else's.
+		{name: "beside flags", env: with(map[string]string{"TOLLGATE_LOG_LEVEL": "DEBUG", "TOLLGATE_API_ADDRESS": ":9000", "TOLLGATE_SOMETOOL": "1"}), args: []string{"--entryPoints.db.address=:5432"},
 			want: map[string]string{"TOLLGATE_LOG_LEVEL": "comes from flags"}},
 		{name: "beside a file", env: with(map[string]string{"TRAEFIK_LOG_LEVEL": "DEBUG"}), args: []string{"--configFile=" + file},
 			want: map[string]string{"TRAEFIK_LOG_LEVEL": "comes from " + file}},
