@@ -1,17 +1,12 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -76,7 +71,7 @@ func TestACMECertificateFromPebble(t *testing.T) {
 // CA, which is then served and stored.
 func TestACMERenewsAStoredCertificate(t *testing.T) {
 	a := newACMESetup(t)
-	chain, key := selfSignedPEM(t, acmeName, time.Now().Add(5*24*time.Hour))
+	chain, key := itest.SelfSignedPEM(t, acmeName, false, time.Now().Add(5*24*time.Hour))
 	doc := map[string]any{"le": map[string]any{"Certificates": []any{map[string]any{
 		"domain": map[string]any{"main": acmeName}, "certificate": chain, "key": key, "Store": "default"}}}}
 	b, _ := json.Marshal(doc)
@@ -177,22 +172,4 @@ func (a *acmeSetup) start() (stop func(), out *itest.Buffer) {
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
 	}, out
-}
-
-// selfSignedPEM is a PEM chain and ECDSA key for name, valid until notAfter.
-func selfSignedPEM(t *testing.T, name string, notAfter time.Time) (chain, key []byte) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), DNSNames: []string{name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"crypto/tls"
-	"time"
 
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
@@ -15,28 +14,15 @@ const acmeTLS1 = "acme-tls/1"
 // connection: nothing is read from it or sent on. Like a terminated
 // connection it leaves its loop for a goroutine.
 func (e *EntryPoint) answerChallenge(c *tcp.Conn, cr CertResolver) {
-	rc, ok := c.Sock.(*rconn)
-	if !ok {
-		c.Reject()
-		return
-	}
-	g := detach(rc)
-	if g == nil {
-		return
-	}
-	e.goServe(g, func(g *gconn) {
-		timeout := g.ep.readTimeout
-		if timeout <= 0 {
-			timeout = handshakeDefaultTimeout
-		}
-		_ = g.raw.SetDeadline(time.Now().Add(timeout))
+	goServeConn(c, func(g *gconn) {
+		g.handshakeDeadline()
 		conf := &tls.Config{GetCertificate: cr.Challenge, NextProtos: []string{acmeTLS1}, MinVersion: tls.VersionTLS12}
 		tc := tls.Server(&replayConn{TCPConn: g.raw, pending: c.Peeked}, conf)
 		c.Peeked = nil
 		if err := tc.Handshake(); err != nil {
-			g.ep.log.Info().Err(err).Str("domain", c.SNI).Str("client_ip", c.Client.Addr().String()).Msg("TLS-ALPN-01 validation: handshake failed")
+			e.log.Info().Err(err).Str("domain", c.SNI).Str("client_ip", c.Client.Addr().String()).Msg("TLS-ALPN-01 validation: handshake failed")
 		} else {
-			g.ep.log.Debug().Str("domain", c.SNI).Str("client_ip", c.Client.Addr().String()).Msg("TLS-ALPN-01 validation answered")
+			e.log.Debug().Str("domain", c.SNI).Str("client_ip", c.Client.Addr().String()).Msg("TLS-ALPN-01 validation answered")
 		}
 		c.Refuse(true)
 	})

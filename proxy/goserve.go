@@ -186,17 +186,29 @@ type terminator struct {
 
 var _ tcp.Handler = (*terminator)(nil)
 
-func (t *terminator) ServeTCP(c *tcp.Conn) {
+func (t *terminator) ServeTCP(c *tcp.Conn) { goServeConn(c, t.serve) }
+
+// goServeConn takes c off its loop and serves it with serve on a goroutine
+// of its entry point; a connection that is not on a loop is rejected.
+func goServeConn(c *tcp.Conn, serve func(*gconn)) {
 	rc, ok := c.Sock.(*rconn)
 	if !ok {
 		c.Reject()
 		return
 	}
-	g := detach(rc)
-	if g == nil {
-		return
+	if g := detach(rc); g != nil {
+		g.ep.goServe(g, serve)
 	}
-	g.ep.goServe(g, t.serve)
+}
+
+// handshakeDeadline bounds a server handshake with the client: the entry
+// point's readTimeout, else handshakeDefaultTimeout.
+func (g *gconn) handshakeDeadline() {
+	timeout := g.ep.readTimeout
+	if timeout <= 0 {
+		timeout = handshakeDefaultTimeout
+	}
+	_ = g.raw.SetDeadline(time.Now().Add(timeout))
 }
 
 // replayConn reads the bytes peeked before routing, then the socket.
@@ -216,11 +228,7 @@ func (r *replayConn) Read(p []byte) (int, error) {
 
 func (t *terminator) serve(g *gconn) {
 	c := g.c
-	timeout := g.ep.readTimeout
-	if timeout <= 0 {
-		timeout = handshakeDefaultTimeout
-	}
-	_ = g.raw.SetDeadline(time.Now().Add(timeout))
+	g.handshakeDeadline()
 	tc := tls.Server(&replayConn{TCPConn: g.raw, pending: c.Peeked}, t.conf)
 	c.Peeked = nil
 	if err := tc.Handshake(); err != nil {

@@ -2,17 +2,13 @@ package acme
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,41 +19,8 @@ import (
 	"golang.org/x/crypto/acme/autocert"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
-
-// selfSigned returns a PEM chain and PEM key for name, with an RSA key (as
-// Traefik's default keyType gives) or an ECDSA one.
-func selfSigned(t testing.TB, name string, useRSA bool, notAfter time.Time) (chain, key []byte) {
-	t.Helper()
-	var priv any
-	var pub any
-	if useRSA {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			t.Fatal(err)
-		}
-		priv, pub = k, &k.PublicKey
-		key = pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
-	} else {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		der, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		priv, pub = k, &k.PublicKey
-		key = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key
-}
 
 // traefikFile writes an acme.json as Traefik writes it: resolver "le" with
 // an account (PKCS #1 key, a registration) and one RSA certificate, and
@@ -68,7 +31,7 @@ func traefikFile(t *testing.T, name string, notAfter time.Time) (path string, ch
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain, key := selfSigned(t, name, true, notAfter)
+	chain, key := itest.SelfSignedPEM(t, name, true, notAfter)
 	doc := map[string]any{
 		"le": map[string]any{
 			"Account": map[string]any{
@@ -137,7 +100,7 @@ func TestTraefikStorageIsReadAndKept(t *testing.T) {
 
 	// autocert stores an ECDSA certificate for the same name: it replaces
 	// the RSA one, in Traefik's format.
-	newChain, newKey := selfSigned(t, "db.example.com", false, time.Now().Add(90*24*time.Hour))
+	newChain, newKey := itest.SelfSignedPEM(t, "db.example.com", false, time.Now().Add(90*24*time.Hour))
 	if err := ca.Put(context.Background(), "db.example.com", append(newKey, newChain...)); err != nil {
 		t.Fatal(err)
 	}

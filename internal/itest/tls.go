@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -52,6 +53,41 @@ func SelfSigned(t testing.TB, names ...string) (tls.Certificate, *x509.CertPool)
 	pool := x509.NewCertPool()
 	pool.AddCert(leaf)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+// SelfSignedPEM returns a self-signed certificate for name, valid until
+// notAfter, as PEM: the chain (one certificate) and the key, RSA 2048
+// ("RSA PRIVATE KEY", as Traefik's acme.json holds its default keyType's)
+// or ECDSA P-256 ("EC PRIVATE KEY").
+func SelfSignedPEM(t testing.TB, name string, useRSA bool, notAfter time.Time) (chain, key []byte) {
+	t.Helper()
+	var priv, pub any
+	if useRSA {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		priv, pub = k, &k.PublicKey
+		key = pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+	} else {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		priv, pub = k, &k.PublicKey
+		key = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key
 }
 
 // TLSEchoServer listens on a free loopback port with a certificate for
