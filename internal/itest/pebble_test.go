@@ -93,29 +93,12 @@ func TestPebbleIssuesOverTLSALPN(t *testing.T) {
 			return &chalCert, nil
 		},
 	}
-	tlsLn := tls.NewListener(ln, cfg)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer tlsLn.Close()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := tlsLn.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				_ = c.(*tls.Conn).Handshake()
-				// The validator closes once it has the certificate.
-				_, _ = c.Read(make([]byte, 1))
-			}()
-		}
-	}()
+	Serve(t, tls.NewListener(ln, cfg), func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_ = c.(*tls.Conn).Handshake()
+		// The validator closes once it has the certificate.
+		_, _ = c.Read(make([]byte, 1))
+	})
 
 	if _, err := client.Accept(ctx, chal); err != nil {
 		t.Fatalf("accept challenge: %v", err)
