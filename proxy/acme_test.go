@@ -45,8 +45,8 @@ func (f *fakeResolver) Challenge(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, hello.ServerName)
-	if len(hello.SupportedProtos) != 1 || hello.SupportedProtos[0] != acmeTLS1 {
-		return nil, errors.New("not a validation")
+	if len(hello.SupportedProtos) != 1 || hello.SupportedProtos[0] != acmeTLS1 || f.challenge == nil {
+		return nil, errors.New("not a validation, or none running")
 	}
 	return f.challenge, nil
 }
@@ -64,10 +64,15 @@ func TestCertResolverObtainsAndIsValidated(t *testing.T) {
 	challengeKP, _, _ := ca.issue(t, leafOpts{}, "db.example")
 	a := startBackend(t, "A")
 	fr := &fakeResolver{certs: map[string]*tls.Certificate{}, challenge: &challengeKP}
+	// "aa" wants db.example too, and is asked first: it has no challenge
+	// running, so le's answers.
+	other := &fakeResolver{certs: map[string]*tls.Certificate{}}
 	s := newServerWith(t, nil, "tls")
 	s.State().SetCertResolver("le", fr)
+	s.State().SetCertResolver("aa", other)
 	cfg := &config.TCPConfiguration{
 		Routers: map[string]*config.TCPRouter{
+			"db-aa@file": {Rule: "HostSNI(`db.example`)", Service: "a@file", Priority: -1, TLS: &config.RouterTCPTLSConfig{CertResolver: "aa"}},
 			"db@file": {Rule: "HostSNI(`db.example`) || HostSNI(`*.wild.example`)", Service: "a@file", Middlewares: []string{"none@file"},
 				TLS: &config.RouterTCPTLSConfig{CertResolver: "le"}},
 			"dbs@file": {Rule: "HostSNI(`dbs.example`)", Service: "a@file",
@@ -98,8 +103,8 @@ func TestCertResolverObtainsAndIsValidated(t *testing.T) {
 		t.Errorf("validation got protocol %q and another certificate", st.NegotiatedProtocol)
 	}
 	c.Close()
-	if len(fr.asked) != 1 || fr.asked[0] != "db.example" {
-		t.Errorf("resolver asked for %v, want [db.example]", fr.asked)
+	if len(fr.asked) != 1 || fr.asked[0] != "db.example" || len(other.asked) != 1 {
+		t.Errorf("resolvers asked for %v and %v, want [db.example] each", fr.asked, other.asked)
 	}
 	// A validation for a name no router wants goes through the routers:
 	// refused by the allow list, as is a client of db.example.

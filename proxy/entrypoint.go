@@ -344,11 +344,15 @@ func (e *EntryPoint) route(c *tcp.Conn, t *Table) {
 		// A CA validating a name a certificate resolver is obtaining
 		// (TLS-ALPN-01): answered before any router and its middlewares,
 		// which would otherwise refuse the CA's address or send it on.
+		var wanting []CertResolver
 		for _, cr := range t.acme {
 			if cr.Wants(c.SNI) {
-				e.answerChallenge(c, cr)
-				return
+				wanting = append(wanting, cr)
 			}
+		}
+		if len(wanting) > 0 {
+			e.answerChallenge(c, wanting)
+			return
 		}
 	}
 	r := t.match(c)

@@ -41,7 +41,7 @@ const DefaultStorage = "acme.json"
 // asked for again).
 const checkEvery = 12 * time.Hour
 
-// retryAfter bounds how soon a failed issuance for a name is tried again
+// retryAfter is how soon a failed issuance for a name is tried again
 // (each failure counts against the CA's rate limits).
 const retryAfter = 10 * time.Minute
 
@@ -55,6 +55,7 @@ type Resolver struct {
 	store       *fileStore
 	log         zerolog.Logger
 	renewBefore time.Duration
+	retryAfter  time.Duration // retryAfter; shorter in tests
 	now         func() time.Time
 
 	mu      sync.Mutex
@@ -150,7 +151,7 @@ func New(name string, c *config.ACMEResolver, log zerolog.Logger) (*Resolver, er
 	}
 	r := &Resolver{
 		name: name, store: store, log: log.With().Str("resolver", name).Logger(),
-		renewBefore: 30 * 24 * time.Hour, now: time.Now,
+		renewBefore: 30 * 24 * time.Hour, retryAfter: retryAfter, now: time.Now,
 		wanted: map[string]bool{}, certs: map[string]*tls.Certificate{},
 		pending: map[string]bool{}, failed: map[string]time.Time{}, stop: make(chan struct{}),
 	}
@@ -298,7 +299,7 @@ func (r *Resolver) refresh() {
 		if kp := r.certs[n]; kp != nil && kp.Leaf != nil && now.Add(r.renewBefore).Before(kp.Leaf.NotAfter) {
 			continue
 		}
-		if t, ok := r.failed[n]; ok && now.Sub(t) < retryAfter {
+		if t, ok := r.failed[n]; ok && now.Sub(t) < r.retryAfter {
 			continue
 		}
 		select {
@@ -331,7 +332,8 @@ func (r *Resolver) obtain(name string) {
 	}
 	r.mu.Unlock()
 	if err != nil {
-		r.log.Error().Err(err).Str("domain", name).Msg("certificate not obtained: the router serves the TLS store's certificate for it; tried again in " + retryAfter.String())
+		r.log.Error().Err(err).Str("domain", name).Msg("certificate not obtained: the router serves the TLS store's certificate for it; tried again in " + r.retryAfter.String())
+		time.AfterFunc(r.retryAfter, r.refresh)
 		return
 	}
 	r.index(name, kp)

@@ -236,3 +236,21 @@ func FuzzStorage(f *testing.F) {
 		_, _ = c.Get(context.Background(), "x.example+rsa")
 	})
 }
+
+// A failed issuance is tried again after retryAfter, without a new
+// configuration, and logged each time naming the domain.
+func TestFailedIssuanceIsRetried(t *testing.T) {
+	var logs itest.Buffer
+	c := tlsResolver() // a CA on a port nothing listens on
+	c.Storage = filepath.Join(t.TempDir(), "acme.json")
+	r, err := New("le", c, zerolog.New(&logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.retryAfter = 100 * time.Millisecond
+	r.Want([]string{"db.example.com"})
+	itest.Eventually(t, 10*time.Second, func() bool {
+		return strings.Count(logs.String(), `"domain":"db.example.com","message":"certificate not obtained`) >= 2
+	}, "the failed issuance was not tried again: %s", &logs)
+}
