@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,6 +35,30 @@ func TestACMECertificateFromPebble(t *testing.T) {
 		leaf = a.verified()
 		return leaf != nil
 	}, "no certificate from Pebble that verifies for %s (tollgate's output: %s)", acmeName, out)
+	// The API lists it, with its resolver and Pebble's intermediate as
+	// the issuer.
+	resp, err := http.Get("http://" + a.api + "/api/tls/certificates")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var listed []struct {
+		SANs             []string
+		Issuer, Resolver string
+		NotAfter         time.Time
+	}
+	if err := json.Unmarshal(body, &listed); err != nil {
+		t.Fatalf("/api/tls/certificates: %v: %s", err, body)
+	}
+	found := false
+	for _, c := range listed {
+		found = found || c.Resolver == "le" && slices.Equal(c.SANs, []string{acmeName}) &&
+			strings.Contains(c.Issuer, "Pebble Intermediate") && c.NotAfter.Equal(leaf.NotAfter)
+	}
+	if !found {
+		t.Errorf("/api/tls/certificates does not list the certificate obtained: %s", body)
+	}
 	if !strings.Contains(out.String(), "TLS-ALPN-01 validation answered") || !strings.Contains(out.String(), "certificate obtained") {
 		t.Errorf("the log does not show the validation and the issuance: %s", out)
 	}
@@ -98,6 +124,7 @@ type acmeSetup struct {
 	storage string
 	args    []string
 	roots   *x509.CertPool
+	api     string
 }
 
 func newACMESetup(t *testing.T) *acmeSetup {
@@ -133,11 +160,11 @@ func newACMESetup(t *testing.T) *acmeSetup {
 		t.Fatal(err)
 	}
 	storage := filepath.Join(dir, "acme.json")
-	a := &acmeSetup{t: t, ep: ep, storage: storage, roots: p.IssuerPool(t)}
+	a := &acmeSetup{t: t, ep: ep, storage: storage, roots: p.IssuerPool(t), api: itest.FreeAddr(t)}
 	a.args = []string{"--entryPoints.websecure.address=" + ep, "--providers.file.filename=" + dyn,
 		"--certificatesResolvers.le.acme.email=ops@tollgate.test", "--certificatesResolvers.le.acme.storage=" + storage,
 		"--certificatesResolvers.le.acme.caServer=" + p.Directory, "--certificatesResolvers.le.acme.caCertificates=" + caFile,
-		"--certificatesResolvers.le.acme.tlsChallenge=true", "--log.level=DEBUG"}
+		"--certificatesResolvers.le.acme.tlsChallenge=true", "--log.level=DEBUG", "--api.address=" + a.api}
 	return a
 }
 

@@ -63,11 +63,11 @@ func Handler(src Sources) http.Handler {
 	mux.HandleFunc("GET /api/tcp/middlewares/{name}/clients", src.clients)
 	mux.HandleFunc("GET /api/tls/certificates", func(w http.ResponseWriter, _ *http.Request) {
 		// The default TLS store's certificates as the last Compile loaded
-		// them: names, issuer, expiry, which routers they serve; never a key.
-		certs := src.Server.Runtime().Certificates
-		if certs == nil {
-			certs = []proxy.CertificateInfo{}
-		}
+		// them: names, issuer, expiry, which routers they serve; never a
+		// key. Then what the certificate resolvers hold now, and the names
+		// they have none for yet.
+		certs := append([]proxy.CertificateInfo{}, src.Server.Runtime().Certificates...)
+		certs = append(certs, src.Server.ResolverCertificates()...)
 		writeJSON(w, http.StatusOK, certs)
 	})
 	mux.HandleFunc("GET /api/overview", src.overview)

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +40,18 @@ func (f *fakeResolver) Certificate(name string) *tls.Certificate {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.certs[name]
+}
+
+func (f *fakeResolver) Held() (map[string]*tls.Certificate, map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	missing := map[string]string{}
+	for _, n := range f.want {
+		if f.certs[n] == nil {
+			missing[n] = "being obtained"
+		}
+	}
+	return maps.Clone(f.certs), missing
 }
 
 func (f *fakeResolver) Challenge(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -183,6 +196,14 @@ func TestDefaultGeneratedCertFromResolver(t *testing.T) {
 	fr.mu.Unlock()
 	if got := dial(); !got.Equal(edgeKP.Leaf) {
 		t.Errorf("default certificate %v, want the resolver's edge.example", got.DNSNames)
+	}
+	// The API's list: what the resolver holds, and the name it has none for.
+	var listed []string
+	for _, ci := range s.ResolverCertificates() {
+		listed = append(listed, ci.Resolver+" "+strings.Join(ci.SANs, ",")+" "+ci.Error)
+	}
+	if got := strings.Join(listed, "; "); got != "le edge.example ; le www.edge.example being obtained" {
+		t.Errorf("resolver certificates: %q", got)
 	}
 
 	rt := s.Apply(cfg("nope"))

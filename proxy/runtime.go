@@ -129,6 +129,9 @@ type CertResolver interface {
 	// Challenge returns the certificate answering a TLS-ALPN-01
 	// validation hello.
 	Challenge(hello *tls.ClientHelloInfo) (*tls.Certificate, error)
+	// Held returns the certificates it holds, by name, and for each name
+	// it wants and holds none of, why (being obtained, or the last error).
+	Held() (certs map[string]*tls.Certificate, missing map[string]string)
 }
 
 // State is what outlives configuration generations: limiters, allow-list and

@@ -149,6 +149,29 @@ func (s *Server) State() *State { return s.state }
 // Runtime returns the runtime view of the configuration last applied.
 func (s *Server) Runtime() *Runtime { return s.rt.Load() }
 
+// ResolverCertificates lists what the certificate resolvers hold, by
+// resolver and name: each certificate, and each wanted name without one,
+// with why (for GET /api/tls/certificates).
+func (s *Server) ResolverCertificates() []CertificateInfo {
+	out := []CertificateInfo{}
+	byName := s.state.certResolvers()
+	for _, res := range sortedKeys(byName) {
+		certs, missing := byName[res].Held()
+		for _, n := range sortedKeys(certs) {
+			leaf := certs[n].Leaf
+			if leaf == nil {
+				continue
+			}
+			out = append(out, CertificateInfo{Subject: leaf.Subject.String(), SANs: leafNames(leaf), Issuer: leaf.Issuer.String(),
+				NotAfter: leaf.NotAfter, Stores: []string{}, Source: "certificatesResolvers." + res, Resolver: res})
+		}
+		for _, n := range sortedKeys(missing) {
+			out = append(out, CertificateInfo{SANs: []string{n}, Stores: []string{}, Source: "certificatesResolvers." + res, Resolver: res, Error: missing[n]})
+		}
+	}
+	return out
+}
+
 // Reloads returns how many configurations were applied and when the last was.
 func (s *Server) Reloads() (n uint64, last time.Time, compile time.Duration) {
 	return s.reloads.Load(), time.Unix(0, s.lastReload.Load()), time.Duration(s.compileTime.Load())

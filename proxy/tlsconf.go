@@ -124,6 +124,7 @@ type CertificateInfo struct {
 	Source    string    `json:"source,omitempty"`    // certFile path, or "inline PEM"
 	Error     string    `json:"error,omitempty"`     // why it did not load (then nothing else is known but Source)
 	UsedBy    []string  `json:"usedBy,omitempty"`    // terminating routers whose names it serves
+	Resolver  string    `json:"resolver,omitempty"`  // the certificate resolver that obtained it, or is obtaining it (then Error says why it has none)
 }
 
 // brokenCert is a configured certificate that did not load.

@@ -63,6 +63,7 @@ type Resolver struct {
 	certs   map[string]*tls.Certificate // by name: stored and obtained
 	pending map[string]bool             // an issuance is running
 	failed  map[string]time.Time        // last failure
+	lastErr map[string]string           // its error
 	stop    chan struct{}
 }
 
@@ -153,7 +154,7 @@ func New(name string, c *config.ACMEResolver, log zerolog.Logger) (*Resolver, er
 		name: name, store: store, log: log.With().Str("resolver", name).Logger(),
 		renewBefore: 30 * 24 * time.Hour, retryAfter: retryAfter, now: time.Now,
 		wanted: map[string]bool{}, certs: map[string]*tls.Certificate{},
-		pending: map[string]bool{}, failed: map[string]time.Time{}, stop: make(chan struct{}),
+		pending: map[string]bool{}, failed: map[string]time.Time{}, lastErr: map[string]string{}, stop: make(chan struct{}),
 	}
 	if h := c.CertificatesDuration; h > 0 {
 		// Renewed with a third of its life left: 30 days of Let's
@@ -326,9 +327,10 @@ func (r *Resolver) obtain(name string) {
 	r.mu.Lock()
 	delete(r.pending, name)
 	if err != nil {
-		r.failed[name] = r.now()
+		r.failed[name], r.lastErr[name] = r.now(), err.Error()
 	} else {
 		delete(r.failed, name)
+		delete(r.lastErr, name)
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -370,6 +372,32 @@ func (r *Resolver) Certificate(name string) *tls.Certificate {
 		return nil
 	}
 	return kp
+}
+
+// Held returns the certificates held, by name, and for each wanted name
+// without a valid one, why: being obtained, or the last failure.
+func (r *Resolver) Held() (map[string]*tls.Certificate, map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	certs, missing := map[string]*tls.Certificate{}, map[string]string{}
+	for n, kp := range r.certs {
+		if kp.Leaf != nil && now.Before(kp.Leaf.NotAfter) {
+			certs[n] = kp
+		}
+	}
+	for n := range r.wanted {
+		if _, ok := certs[n]; ok {
+			continue
+		}
+		switch {
+		case r.lastErr[n] != "":
+			missing[n] = "not obtained: " + r.lastErr[n]
+		default:
+			missing[n] = "being obtained"
+		}
+	}
+	return certs, missing
 }
 
 // Challenge returns the TLS-ALPN-01 certificate of a validation hello (it

@@ -253,4 +253,7 @@ func TestFailedIssuanceIsRetried(t *testing.T) {
 	itest.Eventually(t, 10*time.Second, func() bool {
 		return strings.Count(logs.String(), `"domain":"db.example.com","message":"certificate not obtained`) >= 2
 	}, "the failed issuance was not tried again: %s", &logs)
+	if certs, missing := r.Held(); len(certs) != 0 || !strings.HasPrefix(missing["db.example.com"], "not obtained: ") {
+		t.Errorf("held %v, missing %q: want db.example.com missing with the error", certs, missing)
+	}
 }
