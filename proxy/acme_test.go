@@ -30,6 +30,12 @@ func (f *fakeResolver) Want(names []string) {
 	f.want = slices.Clone(names)
 }
 
+func (f *fakeResolver) Wanted() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.want)
+}
+
 func (f *fakeResolver) Wants(name string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -95,7 +101,7 @@ func TestCertResolverObtainsAndIsValidated(t *testing.T) {
 		Services:    map[string]*config.TCPService{"a@file": lbConfig(a.addr())},
 	}
 	rt := s.Apply(cfg)
-	if got, want := strings.Join(fr.want, ","), "db.example,dbs.example,alt.example"; got != want {
+	if got, want := strings.Join(fr.Wanted(), ","), "db.example,dbs.example,alt.example"; got != want {
 		t.Errorf("resolver wants %s, want %s", got, want)
 	}
 	if ri := routerStatus(t, rt, "db@file"); ri.Status != StatusWarning || !strings.Contains(strings.Join(ri.Err, " "), "*.wild.example: a wildcard certificate needs the DNS-01 challenge") {
@@ -116,9 +122,13 @@ func TestCertResolverObtainsAndIsValidated(t *testing.T) {
 		t.Errorf("validation got protocol %q and another certificate", st.NegotiatedProtocol)
 	}
 	c.Close()
+	fr.mu.Lock()
+	other.mu.Lock()
 	if len(fr.asked) != 1 || fr.asked[0] != "db.example" || len(other.asked) != 1 {
 		t.Errorf("resolvers asked for %v and %v, want [db.example] each", fr.asked, other.asked)
 	}
+	other.mu.Unlock()
+	fr.mu.Unlock()
 	// A validation for a name no router wants goes through the routers:
 	// refused by the allow list, as is a client of db.example.
 	if c, err := tls.Dial("tcp", s.addr("tls"), &tls.Config{ServerName: "other.example", NextProtos: []string{acmeTLS1}, InsecureSkipVerify: true}); err == nil {
@@ -128,6 +138,15 @@ func TestCertResolverObtainsAndIsValidated(t *testing.T) {
 	if c, err := tls.Dial("tcp", s.addr("tls"), &tls.Config{ServerName: "db.example", InsecureSkipVerify: true}); err == nil {
 		c.Close()
 		t.Error("a client past the allow list: the validation's bypass is not for clients")
+	}
+	// With no validation running, a hello offering acme-tls/1 for a wanted
+	// name is a client like any other: refused by the allow list.
+	fr.mu.Lock()
+	fr.challenge = nil
+	fr.mu.Unlock()
+	if c, err := tls.Dial("tcp", s.addr("tls"), &tls.Config{ServerName: "db.example", NextProtos: []string{acmeTLS1}, InsecureSkipVerify: true}); err == nil {
+		c.Close()
+		t.Error("acme-tls/1 with no validation running passed the allow list")
 	}
 
 	// Before the resolver holds a certificate, dbs.example gets the store's
@@ -151,6 +170,8 @@ func TestCertResolverObtainsAndIsValidated(t *testing.T) {
 
 	// A configuration without the routers: the resolver wants nothing.
 	s.Apply(&config.TCPConfiguration{Services: cfg.Services})
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
 	if len(fr.want) != 0 {
 		t.Errorf("resolver still wants %v", fr.want)
 	}
@@ -177,7 +198,7 @@ func TestDefaultGeneratedCertFromResolver(t *testing.T) {
 		}
 	}
 	s.Apply(cfg("le"))
-	if got := strings.Join(fr.want, ","); got != "edge.example,www.edge.example" {
+	if got := strings.Join(fr.Wanted(), ","); got != "edge.example,www.edge.example" {
 		t.Errorf("resolver wants %s, want edge.example,www.edge.example", got)
 	}
 	dial := func() *x509.Certificate {

@@ -341,17 +341,8 @@ func (e *EntryPoint) rejectUnrouted(k netip.Addr) (logged bool) {
 // once the connection is rejected or handed to its service.
 func (e *EntryPoint) route(c *tcp.Conn, t *Table) {
 	if len(t.acme) > 0 && c.SNI != "" && len(c.ALPN) == 1 && c.ALPN[0] == acmeTLS1 {
-		// A CA validating a name a certificate resolver is obtaining
-		// (TLS-ALPN-01): answered before any router and its middlewares,
-		// which would otherwise refuse the CA's address or send it on.
-		var wanting []CertResolver
-		for _, cr := range t.acme {
-			if cr.Wants(c.SNI) {
-				wanting = append(wanting, cr)
-			}
-		}
-		if len(wanting) > 0 {
-			e.answerChallenge(c, wanting)
+		if kp := validation(t.acme, c); kp != nil {
+			e.answerChallenge(c, kp)
 			return
 		}
 	}
