@@ -22,6 +22,10 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	// Trusted roots when the system has none: the FROM scratch image has no
+	// /etc/ssl/certs, and an ACME CA (Let's Encrypt), a Consul agent or a KV
+	// store over https must still verify.
+	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/tollgate-proxy/tollgate/check"
 	"github.com/tollgate-proxy/tollgate/config"

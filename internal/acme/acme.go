@@ -182,7 +182,7 @@ func New(name string, c *config.ACMEResolver, log zerolog.Logger) (*Resolver, er
 			r.log.Warn().Err(err).Str("domain", sc.Domain.Main).Msg("a stored certificate does not load: it is obtained again")
 			continue
 		}
-		r.index(sc.Domain.Main, kp)
+		r.index(strings.ToLower(sc.Domain.Main), kp)
 	}
 	go r.watch()
 	return r, nil
