@@ -59,6 +59,15 @@ func TestACMECertificateFromPebble(t *testing.T) {
 	if !found {
 		t.Errorf("/api/tls/certificates does not list the certificate obtained: %s", body)
 	}
+	resp, err = http.Get("http://" + a.api + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf(`tollgate_tls_certs_not_after{cn="%s",sans="%s",serial="%s"}`, leaf.Subject.CommonName, acmeName, leaf.SerialNumber); !strings.Contains(string(body), want) {
+		t.Errorf("/metrics has no %s", want)
+	}
 	if !strings.Contains(out.String(), "TLS-ALPN-01 validation answered") || !strings.Contains(out.String(), "certificate obtained") {
 		t.Errorf("the log does not show the validation and the issuance: %s", out)
 	}
@@ -164,7 +173,7 @@ func newACMESetup(t *testing.T) *acmeSetup {
 	a.args = []string{"--entryPoints.websecure.address=" + ep, "--providers.file.filename=" + dyn,
 		"--certificatesResolvers.le.acme.email=ops@tollgate.test", "--certificatesResolvers.le.acme.storage=" + storage,
 		"--certificatesResolvers.le.acme.caServer=" + p.Directory, "--certificatesResolvers.le.acme.caCertificates=" + caFile,
-		"--certificatesResolvers.le.acme.tlsChallenge=true", "--log.level=DEBUG", "--api.address=" + a.api}
+		"--certificatesResolvers.le.acme.tlsChallenge=true", "--log.level=DEBUG", "--api.address=" + a.api, "--metrics.prometheus=true"}
 	return a
 }
 

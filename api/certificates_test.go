@@ -5,10 +5,12 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,4 +116,17 @@ func TestTLSCertificatesAndHandshakeMetrics(t *testing.T) {
 		return strings.Contains(m, `tollgate_tls_handshakes_total{router="db@file"} 1`) &&
 			strings.Contains(m, `tollgate_tls_handshake_failures_total{reason="no_certificate",router="db@file"} 1`)
 	}, "handshake metrics")
+	// Each certificate's expiry, as Traefik's traefik_tls_certs_not_after.
+	prefix := fmt.Sprintf(`tollgate_tls_certs_not_after{cn="db.example",sans="db.example",serial="%s"} `, kp.Leaf.SerialNumber)
+	m := tlsLines()
+	found = false
+	for _, l := range strings.Split(m, "\n") {
+		if v, ok := strings.CutPrefix(l, prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			found = err == nil && int64(f) == kp.Leaf.NotAfter.Unix()
+		}
+	}
+	if !found {
+		t.Errorf("no %s%d in\n%s", prefix, kp.Leaf.NotAfter.Unix(), m)
+	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -69,6 +70,7 @@ var (
 	descTLSOK      = prometheus.NewDesc("tollgate_tls_handshakes_total", "TLS handshakes completed, per terminating router.", []string{"router"}, nil)
 	descTLSFail    = prometheus.NewDesc("tollgate_tls_handshake_failures_total", "TLS handshakes that failed, per terminating router and reason (no_certificate, protocol_version, no_shared_cipher, bad_client_certificate, timeout, eof, other).", []string{"router", "reason"}, nil)
 	descTLSBackend = prometheus.NewDesc("tollgate_service_tls_errors_total", "TLS handshakes with servers that failed (certificate not verified, among others), per service.", []string{"service"}, nil)
+	descCertsNA    = prometheus.NewDesc("tollgate_tls_certs_not_after", "When a certificate expires (Unix seconds): the default TLS store's and what the certificate resolvers hold. Traefik's traefik_tls_certs_not_after.", []string{"cn", "sans", "serial"}, nil)
 	descDuration   = prometheus.NewDesc("tollgate_router_connection_duration_seconds", "Duration of closed proxied connections, per router.", []string{"router"}, nil)
 )
 
@@ -82,7 +84,7 @@ type collector struct {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descEPUnrouted, descEPAcceptEr, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descFallbacks, descSrvOpen, descSrvMax, descSrvInh, descQueued, descQueueRej, descReloads, descLastReload, descProvider, descProvUpd, descProvErr,
-		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descRLClients, descStoreUp, descStoreFall, descStoreRT, descStoreFail, descBytesIn, descBytesOut, descDuration, descTLSOK, descTLSFail, descTLSBackend} {
+		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descRLClients, descStoreUp, descStoreFall, descStoreRT, descStoreFail, descBytesIn, descBytesOut, descDuration, descTLSOK, descTLSFail, descTLSBackend, descCertsNA} {
 		ch <- d
 	}
 }
@@ -188,6 +190,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		count, sum, buckets := rc.Duration.Snapshot()
 		ch <- prometheus.MustNewConstHistogram(descDuration, count, sum, buckets, name)
 	})
+	seen := map[[3]string]bool{}
+	for _, ci := range append(append([]proxy.CertificateInfo(nil), c.srv.Runtime().Certificates...), c.srv.ResolverCertificates()...) {
+		labels := [3]string{ci.CN, strings.Join(ci.SANs, ","), ci.Serial}
+		if ci.Error != "" || ci.NotAfter.IsZero() || seen[labels] {
+			continue
+		}
+		seen[labels] = true
+		ch <- prometheus.MustNewConstMetric(descCertsNA, prometheus.GaugeValue, float64(ci.NotAfter.Unix()), labels[:]...)
+	}
 	n, last, _ := c.srv.Reloads()
 	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(n))
 	if n > 0 {

@@ -162,8 +162,9 @@ func (s *Server) ResolverCertificates() []CertificateInfo {
 			if leaf == nil {
 				continue
 			}
-			out = append(out, CertificateInfo{Subject: leaf.Subject.String(), SANs: leafNames(leaf), Issuer: leaf.Issuer.String(),
-				NotAfter: leaf.NotAfter, Stores: []string{}, Source: "certificatesResolvers." + res, Resolver: res})
+			ci := certInfo(leaf)
+			ci.Stores, ci.Source, ci.Resolver = []string{}, "certificatesResolvers."+res, res
+			out = append(out, ci)
 		}
 		for _, n := range sortedKeys(missing) {
 			out = append(out, CertificateInfo{SANs: []string{n}, Stores: []string{}, Source: "certificatesResolvers." + res, Resolver: res, Error: missing[n]})

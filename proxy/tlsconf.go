@@ -125,6 +125,14 @@ type CertificateInfo struct {
 	Error     string    `json:"error,omitempty"`     // why it did not load (then nothing else is known but Source)
 	UsedBy    []string  `json:"usedBy,omitempty"`    // terminating routers whose names it serves
 	Resolver  string    `json:"resolver,omitempty"`  // the certificate resolver that obtained it, or is obtaining it (then Error says why it has none)
+	Serial    string    `json:"serial,omitempty"`    // the serial number, decimal
+	CN        string    `json:"-"`                   // the subject's common name (tollgate_tls_certs_not_after)
+}
+
+// certInfo describes a loaded certificate's leaf.
+func certInfo(leaf *x509.Certificate) CertificateInfo {
+	return CertificateInfo{Subject: leaf.Subject.String(), SANs: leafNames(leaf), Issuer: leaf.Issuer.String(),
+		NotAfter: leaf.NotAfter, Serial: leaf.SerialNumber.String(), CN: leaf.Subject.CommonName}
 }
 
 // brokenCert is a configured certificate that did not load.
@@ -251,10 +259,9 @@ func buildCertStore(tc *config.TLSConfiguration, generated func() (*tls.Certific
 func (s *certStore) add(kp *tls.Certificate, stores []string, src string, def, gen bool) {
 	leaf := kp.Leaf
 	s.leafName[kp] = len(s.infos)
-	s.infos = append(s.infos, CertificateInfo{
-		Subject: leaf.Subject.String(), SANs: leafNames(leaf), Issuer: leaf.Issuer.String(),
-		NotAfter: leaf.NotAfter, Stores: stores, Default: def, Generated: gen, Source: src,
-	})
+	ci := certInfo(leaf)
+	ci.Stores, ci.Default, ci.Generated, ci.Source = stores, def, gen, src
+	s.infos = append(s.infos, ci)
 }
 
 // need returns the error that disables a terminating router whose rule
