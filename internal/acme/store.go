@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/crypto/acme/autocert"
 )
@@ -126,6 +127,21 @@ func (s *fileStore) loadLocked(resolver string) (*storedData, error) {
 func (s *fileStore) update(resolver string, change func(*storedData)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Another process may write the file too: the old and the new process
+	// of an upgrade in place, or a second tollgate on the same volume. An
+	// exclusive lock on a file beside it orders their read, change and
+	// write.
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(s.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close() // releases the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
 	all, err := s.readAll()
 	if err != nil {
 		return err
@@ -142,9 +158,6 @@ func (s *fileStore) update(resolver string, change func(*storedData)) error {
 	all[resolver] = raw
 	out, err := json.MarshalIndent(all, "", "  ")
 	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+".tmp*")

@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,5 +257,41 @@ func TestFailedIssuanceIsRetried(t *testing.T) {
 	}, "the failed issuance was not tried again: %s", &logs)
 	if certs, missing := r.Held(); len(certs) != 0 || !strings.HasPrefix(missing["db.example.com"], "not obtained: ") {
 		t.Errorf("held %v, missing %q: want db.example.com missing with the error", certs, missing)
+	}
+}
+
+// Writers in several processes (an upgrade's two, or two tollgates on one
+// volume) each read, change and write the whole file: under the lock beside
+// it, none loses another's entry. Here each writer is its own fileStore,
+// as each process has its own.
+func TestConcurrentWritersKeepEveryEntry(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "acme.json")
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := &fileStore{path: path}
+			for j := range 10 {
+				name := fmt.Sprintf("r%d", i)
+				if err := s.update(name, func(d *storedData) {
+					d.Certificates = append(d.Certificates, &storedCert{Domain: storedDomain{Main: fmt.Sprintf("n%d.example", j)}})
+				}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	all, err := (&fileStore{path: path}).readAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		d, err := (&fileStore{path: path}).load(fmt.Sprintf("r%d", i))
+		if err != nil || len(d.Certificates) != 10 {
+			t.Errorf("r%d: %d certificates (%v), want 10; %d entries", i, len(d.Certificates), err, len(all))
+		}
 	}
 }
