@@ -178,6 +178,13 @@ func TestBadStorageFailsNamingIt(t *testing.T) {
 	if b, _ := os.ReadFile(path); string(b) != junk {
 		t.Fatalf("the file was changed to %q", b)
 	}
+
+	// A storage that cannot be written (its folder is a file here; tests
+	// run as root, for whom modes do not stop a write) stops the start too.
+	c.Storage = filepath.Join(path, "acme.json")
+	if _, err := New("le", c, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "certificatesResolvers.le.acme.storage") {
+		t.Fatalf("unwritable storage: %v, want an error naming the option", err)
+	}
 }
 
 // Check refuses what cannot work, naming the option, and says what is not
