@@ -522,17 +522,19 @@ func labelProviders(cfg *config.Providers, log zerolog.Logger) ([]provider.Provi
 }
 
 // certResolvers builds the certificatesResolvers: an ACME client for each
-// with acme.tlsChallenge, nil for the others (their routers are served
-// from the TLS store, with a warning here and in their status).
+// with acme.tlsChallenge or acme.httpChallenge, nil for the others (their
+// routers are served from the TLS store, with a warning here and in their
+// status).
 func certResolvers(st *config.Static, log zerolog.Logger) (map[string]*acme.Resolver, error) {
 	out := map[string]*acme.Resolver{}
+	entryPoints := slices.Sorted(maps.Keys(st.EntryPoints))
 	for _, name := range slices.Sorted(maps.Keys(st.CertificatesResolvers)) {
 		r := st.CertificatesResolvers[name]
 		out[name] = nil
 		switch {
 		case r != nil && r.ACME != nil:
-			warnings, err := acme.Check(name, r.ACME)
-			if errors.Is(err, acme.ErrNoTLSChallenge) {
+			warnings, err := acme.Check(name, r.ACME, entryPoints)
+			if errors.Is(err, acme.ErrNoChallenge) {
 				log.Warn().Str("resolver", name).Msg(err.Error() + "; until then the routers naming it are served from the TLS store's certificates")
 				continue
 			}
@@ -542,7 +544,7 @@ func certResolvers(st *config.Static, log zerolog.Logger) (map[string]*acme.Reso
 			for _, w := range warnings {
 				log.Warn().Str("resolver", name).Msg(w)
 			}
-			res, err := acme.New(name, r.ACME, log.With().Str("component", "acme").Logger())
+			res, err := acme.New(name, r.ACME, entryPoints, log.With().Str("component", "acme").Logger())
 			if err != nil {
 				for _, made := range out {
 					if made != nil {

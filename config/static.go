@@ -66,9 +66,9 @@ func (t *StaticTCPServersTransport) Transport() *TCPServersTransport {
 }
 
 // CertificateResolver is one of Traefik's certificate resolvers: its acme
-// block (with tlsChallenge) is read by internal/acme.
+// block (with tlsChallenge or httpChallenge) is read by internal/acme.
 type CertificateResolver struct {
-	ACME      *ACMEResolver `description:"ACME: certificates obtained with the TLS-ALPN-01 challenge (tlsChallenge)." json:"acme,omitempty" toml:"acme,omitempty" yaml:"acme,omitempty" export:"true"`
+	ACME      *ACMEResolver `description:"ACME: certificates obtained with the TLS-ALPN-01 (tlsChallenge) or HTTP-01 (httpChallenge) challenge." json:"acme,omitempty" toml:"acme,omitempty" yaml:"acme,omitempty" export:"true"`
 	Tailscale *struct{}     `description:"Tailscale (not supported: ignored)." json:"tailscale,omitempty" toml:"tailscale,omitempty" yaml:"tailscale,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 }
 

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -57,6 +58,9 @@ type Resolver struct {
 	renewBefore time.Duration
 	retryAfter  time.Duration // retryAfter; shorter in tests
 	now         func() time.Time
+	tlsALPN     bool         // tlsChallenge: TLS-ALPN-01 validations are answered
+	httpEP      string       // httpChallenge.entryPoint, "" without
+	http        http.Handler // answers HTTP-01 validations, with httpChallenge
 
 	mu      sync.Mutex
 	wanted  map[string]bool
@@ -67,26 +71,37 @@ type Resolver struct {
 	stop    chan struct{}
 }
 
-// ErrNoTLSChallenge is Check's error for a resolver without tlsChallenge:
-// it obtains nothing, and its routers are served from the TLS store.
-var ErrNoTLSChallenge = errors.New("tollgate answers tlsChallenge (TLS-ALPN-01) only: add tlsChallenge: {} and let the CA reach an entry point on port 443")
+// ErrNoChallenge is Check's error for a resolver with neither tlsChallenge
+// nor httpChallenge: it obtains nothing, and its routers are served from
+// the TLS store.
+var ErrNoChallenge = errors.New("tollgate answers tlsChallenge (TLS-ALPN-01, on an entry point the CA reaches on port 443) and httpChallenge (HTTP-01, on port 80): add one of them")
 
 // Check says what New would refuse in c, and which of its options tollgate
 // does not apply (warnings), without reading or writing anything.
-func Check(name string, c *config.ACMEResolver) (warnings []string, err error) {
+// entryPoints are the static configuration's entry points, which
+// httpChallenge.entryPoint must name.
+func Check(name string, c *config.ACMEResolver, entryPoints []string) (warnings []string, err error) {
 	field := "certificatesResolvers." + name + ".acme"
-	if c.TLSChallenge == nil {
+	if c.TLSChallenge == nil && c.HTTPChallenge == nil {
 		what := "no challenge"
-		switch {
-		case c.HTTPChallenge != nil:
-			what = "httpChallenge"
-		case c.DNSChallenge != nil:
+		if c.DNSChallenge != nil {
 			what = "dnsChallenge"
 		}
-		return nil, fmt.Errorf("%s: %s: %w", field, what, ErrNoTLSChallenge)
+		return nil, fmt.Errorf("%s: %s: %w", field, what, ErrNoChallenge)
 	}
-	if c.HTTPChallenge != nil || c.DNSChallenge != nil {
-		warnings = append(warnings, field+": httpChallenge and dnsChallenge are ignored: tlsChallenge is used")
+	if h := c.HTTPChallenge; h != nil {
+		switch {
+		case h.EntryPoint == "":
+			return nil, fmt.Errorf("%s.httpChallenge.entryPoint is required: the entry point the CA's HTTP-01 validation reaches (port 80)", field)
+		case !slices.Contains(entryPoints, h.EntryPoint):
+			return nil, fmt.Errorf("%s.httpChallenge.entryPoint %q: no such entry point", field, h.EntryPoint)
+		}
+		if h.Delay != 0 {
+			warnings = append(warnings, field+".httpChallenge.delay is ignored: the CA is told at once")
+		}
+	}
+	if c.DNSChallenge != nil {
+		warnings = append(warnings, field+".dnsChallenge is ignored: DNS-01 is not answered")
 	}
 	if c.PreferredChain != "" {
 		warnings = append(warnings, field+".preferredChain is ignored: the CA's default chain is served")
@@ -121,8 +136,8 @@ func decodeHMAC(s string) ([]byte, error) {
 // New reads the resolver's storage (its certificates are served at once)
 // and prepares its ACME client; nothing is asked of the CA before Want
 // names something. Every error names the option.
-func New(name string, c *config.ACMEResolver, log zerolog.Logger) (*Resolver, error) {
-	if _, err := Check(name, c); err != nil {
+func New(name string, c *config.ACMEResolver, entryPoints []string, log zerolog.Logger) (*Resolver, error) {
+	if _, err := Check(name, c, entryPoints); err != nil {
 		return nil, err
 	}
 	field := "certificatesResolvers." + name + ".acme"
@@ -142,6 +157,11 @@ func New(name string, c *config.ACMEResolver, log zerolog.Logger) (*Resolver, er
 	if err != nil {
 		return nil, err
 	}
+	if c.TLSChallenge == nil {
+		// autocert tries TLS-ALPN-01 first: offered only HTTP-01, it
+		// goes straight to it (onlyHTTP01).
+		hc.Transport = onlyHTTP01{hc.Transport}
+	}
 	key, err := accountKey(store, name, d, c.Email)
 	if err != nil {
 		return nil, fmt.Errorf("%s.storage %s: account key: %w", field, store.path, err)
@@ -152,7 +172,7 @@ func New(name string, c *config.ACMEResolver, log zerolog.Logger) (*Resolver, er
 	}
 	r := &Resolver{
 		name: name, store: store, log: log.With().Str("resolver", name).Logger(),
-		renewBefore: 30 * 24 * time.Hour, retryAfter: retryAfter, now: time.Now,
+		renewBefore: 30 * 24 * time.Hour, retryAfter: retryAfter, now: time.Now, tlsALPN: c.TLSChallenge != nil,
 		wanted: map[string]bool{}, certs: map[string]*tls.Certificate{},
 		pending: map[string]bool{}, failed: map[string]time.Time{}, lastErr: map[string]string{}, stop: make(chan struct{}),
 	}
@@ -172,6 +192,10 @@ func New(name string, c *config.ACMEResolver, log zerolog.Logger) (*Resolver, er
 	if e := c.EAB; e != nil {
 		k, _ := decodeHMAC(e.HmacEncoded)
 		r.m.ExternalAccountBinding = &acme.ExternalAccountBinding{KID: e.Kid, Key: k}
+	}
+	if h := c.HTTPChallenge; h != nil {
+		// Asking autocert for its handler is what turns HTTP-01 on.
+		r.httpEP, r.http = h.EntryPoint, r.m.HTTPHandler(http.HandlerFunc(http.NotFound))
 	}
 	for _, sc := range d.Certificates {
 		if sc == nil {
@@ -246,8 +270,12 @@ func accountKey(store *fileStore, resolver string, d *storedData, email string) 
 	return k, err
 }
 
-// policy is autocert's host policy: the names routers want.
+// policy is autocert's host policy: the names routers want. An HTTP-01
+// validation's Host header carries a port when the CA's is not 80.
 func (r *Resolver) policy(_ context.Context, host string) error {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
 	if r.Wants(host) {
 		return nil
 	}
@@ -403,11 +431,19 @@ func (r *Resolver) Held() (map[string]*tls.Certificate, map[string]string) {
 // Challenge returns the TLS-ALPN-01 certificate of a validation hello (it
 // offers ALPNProto alone) for a name being validated, else an error.
 func (r *Resolver) Challenge(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if !r.tlsALPN {
+		return nil, errors.New("no tlsChallenge")
+	}
 	if len(hello.SupportedProtos) != 1 || hello.SupportedProtos[0] != ALPNProto {
 		return nil, errors.New("not a TLS-ALPN-01 validation")
 	}
 	return r.m.GetCertificate(hello)
 }
+
+// HTTPChallenge returns httpChallenge.entryPoint and the handler that
+// answers the CA's HTTP-01 validations there (every other request: 404),
+// or "" and nil without httpChallenge.
+func (r *Resolver) HTTPChallenge() (entryPoint string, h http.Handler) { return r.httpEP, r.http }
 
 // Close stops the renewal checks. Issuances running finish on their own
 // (autocert bounds each to 5 minutes); their results are still stored.

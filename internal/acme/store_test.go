@@ -71,7 +71,7 @@ func TestTraefikStorageIsReadAndKept(t *testing.T) {
 	path, chain := traefikFile(t, "db.example.com", time.Now().Add(60*24*time.Hour))
 	c := tlsResolver()
 	c.Storage = path
-	r, err := New("le", c, zerolog.Nop())
+	r, err := New("le", c, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestTraefikStorageIsReadAndKept(t *testing.T) {
 	// gets one, stored beside the first's.
 	c2 := tlsResolver()
 	c2.Storage = path
-	r2, err := New("second", c2, zerolog.Nop())
+	r2, err := New("second", c2, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestBadStorageFailsNamingIt(t *testing.T) {
 	}
 	c := tlsResolver()
 	c.Storage = path
-	_, err := New("le", c, zerolog.Nop())
+	_, err := New("le", c, nil, zerolog.Nop())
 	if err == nil || !strings.Contains(err.Error(), "certificatesResolvers.le.acme.storage") || !strings.Contains(err.Error(), path) {
 		t.Fatalf("error %v, want one naming the option and the file", err)
 	}
@@ -182,7 +182,7 @@ func TestBadStorageFailsNamingIt(t *testing.T) {
 	// A storage that cannot be written (its folder is a file here; tests
 	// run as root, for whom modes do not stop a write) stops the start too.
 	c.Storage = filepath.Join(path, "acme.json")
-	if _, err := New("le", c, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "certificatesResolvers.le.acme.storage") {
+	if _, err := New("le", c, nil, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "certificatesResolvers.le.acme.storage") {
 		t.Fatalf("unwritable storage: %v, want an error naming the option", err)
 	}
 }
@@ -196,17 +196,22 @@ func TestCheck(t *testing.T) {
 		err  string
 		warn string
 	}{
-		{name: "http only", c: config.ACMEResolver{HTTPChallenge: &config.ACMEChallenge{EntryPoint: "web"}}, err: "certificatesResolvers.r.acme: httpChallenge: tollgate answers tlsChallenge"},
+		{name: "http only", c: config.ACMEResolver{HTTPChallenge: &config.ACMEChallenge{EntryPoint: "web"}}},
+		{name: "http no entry point", c: config.ACMEResolver{HTTPChallenge: &config.ACMEChallenge{}}, err: "certificatesResolvers.r.acme.httpChallenge.entryPoint is required"},
+		{name: "http unknown entry point", c: config.ACMEResolver{HTTPChallenge: &config.ACMEChallenge{EntryPoint: "http"}}, err: `certificatesResolvers.r.acme.httpChallenge.entryPoint "http": no such entry point`},
+		{name: "http delay", c: config.ACMEResolver{HTTPChallenge: &config.ACMEChallenge{EntryPoint: "web", Delay: config.Duration(time.Second)}}, warn: "httpChallenge.delay is ignored"},
+		{name: "dns only", c: config.ACMEResolver{DNSChallenge: &config.ACMEChallenge{Provider: "route53"}}, err: "certificatesResolvers.r.acme: dnsChallenge: tollgate answers tlsChallenge"},
 		{name: "none", c: config.ACMEResolver{}, err: "no challenge"},
 		{name: "http caServer", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, CAServer: "http://ca/dir"}, err: "caServer"},
 		{name: "eab half", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, EAB: &config.ACMEEAB{Kid: "k"}}, err: "eab"},
 		{name: "eab bad", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, EAB: &config.ACMEEAB{Kid: "k", HmacEncoded: "!!"}}, err: "hmacEncoded"},
 		{name: "keyType", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, KeyType: "RSA4096"}, warn: "keyType RSA4096 is ignored"},
-		{name: "both", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, HTTPChallenge: &config.ACMEChallenge{}}, warn: "tlsChallenge is used"},
+		{name: "tls and http", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, HTTPChallenge: &config.ACMEChallenge{EntryPoint: "web"}}},
+		{name: "dns beside", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, DNSChallenge: &config.ACMEChallenge{}}, warn: "dnsChallenge is ignored"},
 		{name: "good", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, EAB: &config.ACMEEAB{Kid: "k", HmacEncoded: "c2VjcmV0"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			warnings, err := Check("r", &tc.c)
+			warnings, err := Check("r", &tc.c, []string{"web", "websecure"})
 			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 				t.Fatalf("error %v, want %q", err, tc.err)
 			}
@@ -252,7 +257,7 @@ func TestFailedIssuanceIsRetried(t *testing.T) {
 	var logs itest.Buffer
 	c := tlsResolver() // a CA on a port nothing listens on
 	c.Storage = filepath.Join(t.TempDir(), "acme.json")
-	r, err := New("le", c, zerolog.New(&logs))
+	r, err := New("le", c, nil, zerolog.New(&logs))
 	if err != nil {
 		t.Fatal(err)
 	}
