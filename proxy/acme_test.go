@@ -1,16 +1,24 @@
 package proxy
 
 import (
+	"bufio"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
 	"maps"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
 
 // fakeResolver is a CertResolver that holds given certificates and a
@@ -22,7 +30,11 @@ type fakeResolver struct {
 	certs     map[string]*tls.Certificate
 	challenge *tls.Certificate
 	asked     []string // validation hellos' names
+	httpEP    string
+	http      http.Handler
 }
+
+func (f *fakeResolver) HTTPChallenge() (string, http.Handler) { return f.httpEP, f.http }
 
 func (f *fakeResolver) Want(names []string) {
 	f.mu.Lock()
@@ -236,5 +248,117 @@ func TestDefaultGeneratedCertFromResolver(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("an unknown resolver is not said in the certificate list: %+v", rt.Certificates)
+	}
+}
+
+// On the entry point of an httpChallenge, a plain-text connection no route
+// takes is read as HTTP: the resolver that wants the request's host
+// answers it (the CA's HTTP-01 validation), any other host gets 404. A
+// route that takes every plain connection (HostSNI(*)) comes first, as in
+// Traefik, and the HTTP answers count against maxUnroutedPerIP.
+func TestHTTP01AnsweredOnUnroutedPlainConnections(t *testing.T) {
+	a := startBackend(t, "A")
+	var served atomic.Int32
+	fr := &fakeResolver{certs: map[string]*tls.Certificate{}, httpEP: "web", http: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		if r.URL.Path != "/.well-known/acme-challenge/tok" {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, "tok.keyauth")
+	})}
+	s := newServerWith(t, func(name string, ep *config.EntryPoint) { ep.Transport.MaxUnroutedPerIP = 2 }, "web", "tls")
+	s.State().SetCertResolver("le", fr)
+	cfg := func(webRule string) *config.TCPConfiguration {
+		return &config.TCPConfiguration{
+			Routers: map[string]*config.TCPRouter{
+				"db@file":  {Rule: "HostSNI(`db.example`)", Service: "a@file", EntryPoints: []string{"tls"}, TLS: &config.RouterTCPTLSConfig{CertResolver: "le"}},
+				"web@file": {Rule: webRule, Service: "a@file", EntryPoints: []string{"web"}},
+			},
+			Services: map[string]*config.TCPService{"a@file": lbConfig(a.addr())},
+		}
+	}
+	s.Apply(cfg("ClientIP(`10.0.0.0/8`)"))
+	get := func(host, path string) (int, string) {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", s.addr("web"), 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: ca\r\n\r\n", path, host)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("GET %s %s: %v", host, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("db.example", "/.well-known/acme-challenge/tok"); code != 200 || body != "tok.keyauth" {
+		t.Errorf("validation: %d %q, want 200 tok.keyauth", code, body)
+	}
+	if code, _ := get("db.example:8080", "/.well-known/acme-challenge/tok"); code != 200 {
+		t.Errorf("validation with a port in Host: %d, want 200", code)
+	}
+	if code, _ := get("db.example", "/"); code != 404 {
+		t.Errorf("another path: %d, want 404", code)
+	}
+	if code, _ := get("other.example", "/.well-known/acme-challenge/tok"); code != 404 {
+		t.Errorf("a host no router wants: %d, want 404", code)
+	}
+	if n := served.Load(); n != 3 {
+		t.Errorf("the resolver's handler served %d requests, want 3 (not other.example's)", n)
+	}
+
+	// Silent connections waiting for their request hold the client's
+	// unrouted places: the third is refused.
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", s.addr("web"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	itest.Eventually(t, 5*time.Second, func() bool {
+		c, err := net.Dial("tcp", s.addr("web"))
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(time.Second))
+		fmt.Fprintf(c, "GET /.well-known/acme-challenge/tok HTTP/1.1\r\nHost: db.example\r\n\r\n")
+		_, err = http.ReadResponse(bufio.NewReader(c), nil)
+		return err != nil
+	}, "a third unrouted connection from one address was answered with maxUnroutedPerIP=2")
+	for _, c := range held {
+		c.Close()
+	}
+	itest.Eventually(t, 5*time.Second, func() bool {
+		c, err := net.Dial("tcp", s.addr("web"))
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(time.Second))
+		fmt.Fprintf(c, "GET /.well-known/acme-challenge/tok HTTP/1.1\r\nHost: db.example\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		return err == nil && resp.StatusCode == 200
+	}, "the places of closed HTTP connections were not given back")
+
+	// A route taking every plain connection: the entry point is its own.
+	s.Apply(cfg("HostSNI(`*`)"))
+	c, err := net.Dial("tcp", s.addr("web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	var banner [1]byte
+	if _, err := io.ReadFull(c, banner[:]); err != nil || banner[0] != 'A' {
+		t.Errorf("HostSNI(*) on the challenge's entry point: read %q, %v; want the backend's A", banner[:], err)
 	}
 }

@@ -127,6 +127,11 @@ func Compile(cfg *config.TCPConfiguration, entryPoints []string, st *State, log 
 		if t.peek {
 			t.acme = acmeResolvers
 		}
+		for _, r := range acmeResolvers {
+			if on, _ := r.HTTPChallenge(); on == ep {
+				t.http01 = append(t.http01, r)
+			}
+		}
 		tables[ep] = t
 	}
 	if c.store != nil {
@@ -207,7 +212,7 @@ func (c *compiler) generatedDefault(store *certStore) {
 		return
 	case cr == nil:
 		if known {
-			fail(fmt.Sprintf("certificate resolver %q obtains nothing (no acme with tlsChallenge): the generated self-signed certificate stays the default", g.Resolver))
+			fail(fmt.Sprintf("certificate resolver %q obtains nothing (no acme with tlsChallenge or httpChallenge): the generated self-signed certificate stays the default", g.Resolver))
 		}
 		return
 	}
@@ -614,7 +619,7 @@ func (c *compiler) routerTLS(name string, r *config.TCPRouter, ru *rule.Rule, in
 		case cr != nil && conf != nil:
 			conf = c.resolverTLS(res, cr, conf, names, r.TLS.Domains, info)
 		case cr == nil && known:
-			info.addWarning("tls.certResolver", fmt.Sprintf("certificate resolver %q obtains nothing (it has no acme with tlsChallenge): the router is served from the TLS store's certificates", res))
+			info.addWarning("tls.certResolver", fmt.Sprintf("certificate resolver %q obtains nothing (it has no acme with tlsChallenge or httpChallenge): the router is served from the TLS store's certificates", res))
 		}
 	}
 	store := c.certs()

@@ -348,6 +348,10 @@ func (e *EntryPoint) route(c *tcp.Conn, t *Table) {
 	}
 	r := t.match(c)
 	if r == nil {
+		if len(t.http01) > 0 && !isTLS(c.Peeked) {
+			e.answerHTTP01(c, t.http01)
+			return
+		}
 		e.noRoute.Add(1)
 		gently, _ := e.noRouteGently.Allow(ratelog.Addr(c.Client.Addr()))
 		c.Refuse(tcp.Gently(gently))

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"crypto/tls"
+	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -117,7 +118,8 @@ type Runtime struct {
 }
 
 // A CertResolver obtains and renews the certificates of the routers that
-// name it in tls.certResolver (internal/acme: ACME with TLS-ALPN-01).
+// name it in tls.certResolver (internal/acme: ACME with TLS-ALPN-01 or
+// HTTP-01).
 type CertResolver interface {
 	// Want is given, after every configuration, the names its routers
 	// serve.
@@ -129,6 +131,10 @@ type CertResolver interface {
 	// Challenge returns the certificate answering a TLS-ALPN-01
 	// validation hello.
 	Challenge(hello *tls.ClientHelloInfo) (*tls.Certificate, error)
+	// HTTPChallenge returns the entry point where it answers HTTP-01
+	// validations, and the handler that answers them; "" and nil when it
+	// answers none.
+	HTTPChallenge() (entryPoint string, h http.Handler)
 	// Held returns the certificates it holds, by name, and for each name
 	// it wants and holds none of, why (being obtained, or the last error).
 	Held() (certs map[string]*tls.Certificate, missing map[string]string)
@@ -263,7 +269,7 @@ func (s *State) getDefaultTransport() *config.TCPServersTransport {
 
 // SetCertResolver adds a certificatesResolvers entry of the static
 // configuration with what obtains its certificates (nil: it has no ACME
-// tlsChallenge, and the routers naming it are served from the TLS store,
+// tlsChallenge or httpChallenge, and the routers naming it are served from the TLS store,
 // with a warning). Call it before the first Apply.
 func (s *State) SetCertResolver(name string, r CertResolver) {
 	s.mu.Lock()

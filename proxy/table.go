@@ -30,6 +30,10 @@ type Table struct {
 	// acme are the certificate resolvers whose TLS-ALPN-01 validations
 	// this entry point answers (acme.go), when peek.
 	acme []CertResolver
+	// http01 are the certificate resolvers whose HTTP-01 validations this
+	// entry point answers, on the plain-text connections no route takes
+	// (acme.go).
+	http01 []CertResolver
 }
 
 // tlsRoutes finds the first matching TLS route without calling every rule:
