@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,6 +124,54 @@ func TestACMERenewsAStoredCertificate(t *testing.T) {
 	}
 }
 
+// A resolver with httpChallenge alone: Pebble validates over HTTP-01 on the
+// entry point it names, which has no router (as Traefik's web entry point
+// of a TCP-only setup), and the router on websecure serves the
+// certificate. No TLS-ALPN-01 validation is tried first (it would fail
+// where port 443 does not reach tollgate, and count against the CA's
+// limits): the port Pebble dials for those sees no connection. Other
+// requests on the challenge's entry point get 404.
+func TestACMEHTTP01FromPebble(t *testing.T) {
+	alpn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alpn.Close()
+	var alpnDials atomic.Int32
+	go func() {
+		for {
+			c, err := alpn.Accept()
+			if err != nil {
+				return
+			}
+			alpnDials.Add(1)
+			c.Close()
+		}
+	}()
+	a := newACMESetupOn(t, alpn.Addr().(*net.TCPAddr).Port)
+	web := fmt.Sprintf("127.0.0.1:%d", a.pebble.HTTPPort)
+	a.args = slices.DeleteFunc(a.args, func(s string) bool { return strings.HasPrefix(s, "--certificatesResolvers.le.acme.tlsChallenge") })
+	a.args = append(a.args, "--entryPoints.web.address="+web, "--certificatesResolvers.le.acme.httpChallenge.entryPoint=web")
+	stop, out := a.start()
+	defer stop()
+	itest.Eventually(t, 90*time.Second, func() bool { return a.verified() != nil },
+		"no certificate from Pebble over HTTP-01 that verifies for %s (tollgate's output: %s)", acmeName, out)
+	if !strings.Contains(out.String(), `"message":"HTTP-01 validation request"`) || strings.Contains(out.String(), "TLS-ALPN-01 validation") {
+		t.Errorf("the log does not show an HTTP-01 validation alone: %s", out)
+	}
+	if n := alpnDials.Load(); n != 0 {
+		t.Errorf("Pebble dialled the TLS-ALPN-01 port %d times: a TLS-ALPN-01 validation was tried", n)
+	}
+	resp, err := http.Get("http://" + web + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET / on the challenge's entry point: %s, want 404", resp.Status)
+	}
+}
+
 const acmeName = "db.tollgate.test"
 
 // acmeSetup is Pebble, an echo backend, a dynamic file whose router names
@@ -134,13 +183,20 @@ type acmeSetup struct {
 	args    []string
 	roots   *x509.CertPool
 	api     string
+	pebble  *itest.Pebble
 }
 
-func newACMESetup(t *testing.T) *acmeSetup {
+func newACMESetup(t *testing.T) *acmeSetup { return newACMESetupOn(t, 0) }
+
+// newACMESetupOn is newACMESetup with Pebble's TLS-ALPN-01 validations sent
+// to tlsALPNPort instead of the websecure entry point (0).
+func newACMESetupOn(t *testing.T, tlsALPNPort int) *acmeSetup {
 	ep := itest.FreeAddr(t)
-	_, port, _ := net.SplitHostPort(ep)
-	portN, _ := strconv.Atoi(port)
-	p := itest.StartPebble(t, portN)
+	if tlsALPNPort == 0 {
+		_, port, _ := net.SplitHostPort(ep)
+		tlsALPNPort, _ = strconv.Atoi(port)
+	}
+	p := itest.StartPebble(t, tlsALPNPort)
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "pebble-ca.pem")
 	if err := os.WriteFile(caFile, p.CACert, 0o644); err != nil {
@@ -169,7 +225,7 @@ func newACMESetup(t *testing.T) *acmeSetup {
 		t.Fatal(err)
 	}
 	storage := filepath.Join(dir, "acme.json")
-	a := &acmeSetup{t: t, ep: ep, storage: storage, roots: p.IssuerPool(t), api: itest.FreeAddr(t)}
+	a := &acmeSetup{t: t, ep: ep, storage: storage, roots: p.IssuerPool(t), api: itest.FreeAddr(t), pebble: p}
 	a.args = []string{"--entryPoints.websecure.address=" + ep, "--providers.file.filename=" + dyn,
 		"--certificatesResolvers.le.acme.email=ops@tollgate.test", "--certificatesResolvers.le.acme.storage=" + storage,
 		"--certificatesResolvers.le.acme.caServer=" + p.Directory, "--certificatesResolvers.le.acme.caCertificates=" + caFile,

@@ -587,8 +587,8 @@ func (p Problem) String() string {
 
 // namedResolvers is every certificate resolver a router names: check
 // reads no static configuration, so, as with stores, every resolver named
-// is taken to exist (the proxy's compile still warns that ACME is not
-// supported).
+// is taken to exist, and what it obtains is not known (compile says nothing
+// of it).
 func namedResolvers(cfg *config.TCPConfiguration) []string {
 	var names []string
 	if cfg == nil {
