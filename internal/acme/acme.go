@@ -206,7 +206,15 @@ func New(name string, c *config.ACMEResolver, entryPoints []string, log zerolog.
 			r.log.Warn().Err(err).Str("domain", sc.Domain.Main).Msg("a stored certificate does not load: it is obtained again")
 			continue
 		}
+		// Traefik puts a router's tls.domains main and sans in one
+		// certificate: each name it covers is served from it until it is
+		// due, then obtained alone.
 		r.index(strings.ToLower(sc.Domain.Main), kp)
+		for _, n := range sc.Domain.SANs {
+			if n = strings.ToLower(n); n != strings.ToLower(sc.Domain.Main) && kp.Leaf.VerifyHostname(n) == nil {
+				r.index(n, kp)
+			}
+		}
 	}
 	go r.watch()
 	return r, nil

@@ -59,6 +59,39 @@ func traefikFile(t *testing.T, name string, notAfter time.Time) (path string, ch
 	return path, chain
 }
 
+// A Traefik certificate for a router's tls.domains holds main and sans in
+// one: each name it covers is served from it (no issuance for them while it
+// is valid), a san it does not cover is not, and its renewal is due for
+// each name as for main.
+func TestStoredSANsAreServed(t *testing.T) {
+	chain, key := itest.SelfSignedPEM(t, "example.com", false, time.Now().Add(60*24*time.Hour), "db.example.com")
+	doc := map[string]any{"le": map[string]any{"Certificates": []any{map[string]any{
+		"domain": map[string]any{"main": "example.com", "sans": []string{"DB.example.com", "cache.example.com"}}, "certificate": chain, "key": key, "Store": "default"}}}}
+	b, _ := json.Marshal(doc)
+	c := tlsResolver()
+	c.Storage = filepath.Join(t.TempDir(), "acme.json")
+	if err := os.WriteFile(c.Storage, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := New("le", c, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	main, san := r.Certificate("example.com"), r.Certificate("db.example.com")
+	if main == nil || san != main {
+		t.Fatalf("main %v, san %v: want one certificate served for both", main != nil, san != nil)
+	}
+	if r.Certificate("cache.example.com") != nil {
+		t.Error("a san the certificate does not cover is served from it")
+	}
+	// Wanted: only the name without a certificate is being obtained.
+	r.Want([]string{"example.com", "db.example.com"})
+	if certs, missing := r.Held(); len(missing) != 0 || len(certs) != 2 {
+		t.Errorf("held %d, missing %v: want both names held, nothing obtained", len(certs), missing)
+	}
+}
+
 func tlsResolver() *config.ACMEResolver {
 	return &config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, CAServer: "https://127.0.0.1:1/dir"}
 }

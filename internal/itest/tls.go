@@ -55,11 +55,11 @@ func SelfSigned(t testing.TB, names ...string) (tls.Certificate, *x509.CertPool)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
 }
 
-// SelfSignedPEM returns a self-signed certificate for name, valid until
-// notAfter, as PEM: the chain (one certificate) and the key, RSA 2048
+// SelfSignedPEM returns a self-signed certificate for name (and sans),
+// valid until notAfter, as PEM: the chain (one certificate) and the key, RSA 2048
 // ("RSA PRIVATE KEY", as Traefik's acme.json holds its default keyType's)
 // or ECDSA P-256 ("EC PRIVATE KEY").
-func SelfSignedPEM(t testing.TB, name string, useRSA bool, notAfter time.Time) (chain, key []byte) {
+func SelfSignedPEM(t testing.TB, name string, useRSA bool, notAfter time.Time, sans ...string) (chain, key []byte) {
 	t.Helper()
 	var priv, pub any
 	if useRSA {
@@ -81,7 +81,7 @@ func SelfSignedPEM(t testing.TB, name string, useRSA bool, notAfter time.Time) (
 		priv, pub = k, &k.PublicKey
 		key = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name}, DNSNames: append([]string{name}, sans...),
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
 	if err != nil {
