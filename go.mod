@@ -3,6 +3,7 @@ module github.com/tollgate-proxy/tollgate
 go 1.26.7
 
 require (
+	github.com/Masterminds/sprig/v3 v3.2.3
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/hashicorp/consul/api v1.34.5
@@ -29,7 +30,6 @@ require (
 	github.com/BurntSushi/toml v1.4.0 // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.2.1 // indirect
-	github.com/Masterminds/sprig/v3 v3.2.3 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/armon/go-metrics v0.4.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

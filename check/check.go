@@ -227,6 +227,11 @@ func (c *checker) file(path string) {
 	case ".yml", ".yaml":
 		var doc yaml.Node
 		if err := yaml.Unmarshal(content, &doc); err != nil {
+			if strings.Contains(string(content), "{{") {
+				// A dynamic file's template: YAML once rendered.
+				c.dynamic(path, ext, string(content), nil)
+				return
+			}
 			c.add(Problem{File: path, Severity: SeverityError, Message: "not YAML: " + err.Error(), DisablesRouter: true})
 			return
 		}

@@ -17,17 +17,23 @@ import (
 	pfile "github.com/tollgate-proxy/tollgate/provider/file"
 )
 
-// dynamic checks a dynamic YAML or TOML file as the file provider reads it.
-// A file that does not decode is one problem, placed on the offending key or
-// value when it can be found, and contributes nothing (the file provider
-// would keep its last good configuration).
+// dynamic checks a dynamic YAML or TOML file as the file provider reads it:
+// rendered as a template, then decoded (doc is the YAML of content, or nil).
+// A file that does not render or decode is one problem, placed on the
+// offending line, key or value when it can be found, and contributes nothing
+// (the file provider would keep its last good configuration). The problems
+// of a file that is a template are placed on the text it renders.
 func (c *checker) dynamic(path, ext, content string, doc *yaml.Node) {
-	d, err := pfile.DecodeContent(content, ext, path)
+	d, rendered, err := pfile.Decode(content, ext, path)
 	if err != nil {
 		p := Problem{File: path, Severity: SeverityError, DisablesRouter: true, Message: err.Error() + ": the file is not applied"}
 		var de *pfile.DecodeError
 		if errors.As(err, &de) { // placed by the file provider's decoder, as it logs it
 			p.Key, p.Line, p.Message = de.Key, de.Line, de.Message()+": the file is not applied"
+			if de.Rendered && de.Line > 0 {
+				// Not a line of the file: said, not placed.
+				p.Line, p.Message = 0, p.Message+fmt.Sprintf(" (line %d of the text its template renders)", de.Line)
+			}
 		}
 		c.add(p)
 		return
@@ -36,7 +42,12 @@ func (c *checker) dynamic(path, ext, content string, doc *yaml.Node) {
 		return
 	}
 	o := origin{file: path, fileIdx: c.files, isFile: true, doc: doc}
-	if doc == nil {
+	switch {
+	case rendered != content:
+		// A template: the lines of what it renders are not the file's, so
+		// its problems are placed on their keys alone.
+		o.doc = nil
+	case doc == nil:
 		o.toml = decodeerr.IndexTOML(content)
 	}
 	// The TLS files it names, read as the file provider reads them: one it

@@ -259,6 +259,8 @@ type FileProvider struct {
 	Filename  string `description:"Load dynamic configuration from a file." json:"filename,omitempty" toml:"filename,omitempty" yaml:"filename,omitempty" export:"true"`
 	Directory string `description:"Load dynamic configuration from one or more .yml, .yaml or .toml files in a directory." json:"directory,omitempty" toml:"directory,omitempty" yaml:"directory,omitempty" export:"true"`
 	Watch     bool   `description:"Watch the file or directory for changes." json:"watch,omitempty" toml:"watch,omitempty" yaml:"watch,omitempty" export:"true"`
+	// DebugLogGeneratedTemplate logs what each file renders as a template.
+	DebugLogGeneratedTemplate bool `description:"Log what each file renders as a Go template (debug level)." json:"debugLogGeneratedTemplate,omitempty" toml:"debugLogGeneratedTemplate,omitempty" yaml:"debugLogGeneratedTemplate,omitempty" export:"true"`
 }
 
 // SetDefaults turns watching on, as in Traefik.

@@ -5,6 +5,7 @@ package file
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -263,7 +264,7 @@ func isConfigFile(path string) bool {
 func (p *Provider) Load() provider.Message {
 	m := provider.Message{ProviderName: Name}
 	if p.cfg.Filename != "" {
-		d, err := DecodeFile(p.cfg.Filename)
+		d, err := p.decodeFile(p.cfg.Filename)
 		if err != nil {
 			m.Err = err
 			return m
@@ -299,7 +300,7 @@ func (p *Provider) Load() provider.Message {
 	for _, n := range names {
 		path := filepath.Join(p.cfg.Directory, n)
 		seen[path] = true
-		d, err := DecodeFile(path)
+		d, err := p.decodeFile(path)
 		if err != nil {
 			m.Err = err
 			return m
@@ -372,17 +373,55 @@ func isEmpty(d *config.Dynamic) bool {
 		len(d.TCP.Routers) == 0 && len(d.TCP.Services) == 0 && len(d.TCP.Middlewares) == 0 && len(d.TCP.ServersTransports) == 0
 }
 
-// DecodeFile decodes one YAML or TOML dynamic configuration file. Keys are
-// case-insensitive; an unknown key is an error naming it and the file.
+// DecodeFile decodes one YAML or TOML dynamic configuration file, rendered
+// as a template first (Decode). Keys are case-insensitive; an unknown key is
+// an error naming it and the file.
 func DecodeFile(path string) (*config.Dynamic, error) {
+	d, _, err := decodeFile(path)
+	return d, err
+}
+
+func decodeFile(path string) (d *config.Dynamic, rendered string, err error) {
 	if !isConfigFile(path) {
-		return nil, fmt.Errorf("file %q: unsupported extension (use .yml, .yaml or .toml)", path)
+		return nil, "", fmt.Errorf("file %q: unsupported extension (use .yml, .yaml or .toml)", path)
 	}
 	content, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading %q: %w", path, err)
+		return nil, "", fmt.Errorf("reading %q: %w", path, err)
 	}
-	return DecodeContent(string(content), filepath.Ext(path), path)
+	d, rendered, err = Decode(string(content), filepath.Ext(path), path)
+	if err == nil && rendered == string(content) {
+		rendered = ""
+	}
+	return d, rendered, err
+}
+
+// decodeFile is DecodeFile, logging what a template rendered at debug level
+// with debugLogGeneratedTemplate, as Traefik does.
+func (p *Provider) decodeFile(path string) (*config.Dynamic, error) {
+	d, rendered, err := decodeFile(path)
+	if rendered != "" && p.cfg.DebugLogGeneratedTemplate {
+		p.log.Debug().Str("filename", path).Msg("Template content: " + rendered)
+	}
+	return d, err
+}
+
+// Decode renders a dynamic file's content as a template (Render) and
+// decodes what it renders (DecodeContent), as the file provider reads every
+// file and tollgate check every dynamic file; rendered is the text decoded.
+// A decoding error of a file that was a template places itself on the
+// rendered text (DecodeError.Rendered).
+func Decode(content, ext, name string) (d *config.Dynamic, rendered string, err error) {
+	rendered, err = Render(content, name)
+	if err != nil {
+		return nil, "", err
+	}
+	d, err = DecodeContent(rendered, ext, name)
+	var de *DecodeError
+	if errors.As(err, &de) && rendered != content {
+		de.Rendered = true
+	}
+	return d, rendered, err
 }
 
 // DecodeContent decodes YAML or TOML content; name labels errors.
@@ -418,12 +457,18 @@ type DecodeError struct {
 	Line int
 	Key  string
 	Err  error
+	// Rendered: the file is a template, and Line is a line of the text it
+	// rendered.
+	Rendered bool
 }
 
 func (e *DecodeError) Error() string {
 	loc := fmt.Sprintf("file %q", e.File)
 	if e.Line > 0 {
 		loc += fmt.Sprintf(", line %d", e.Line)
+		if e.Rendered {
+			loc += " of its rendered template"
+		}
 	}
 	if e.Key != "" {
 		loc += ": " + e.Key
