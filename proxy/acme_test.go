@@ -279,22 +279,29 @@ func TestHTTP01AnsweredOnUnroutedPlainConnections(t *testing.T) {
 		}
 	}
 	s.Apply(cfg("ClientIP(`10.0.0.0/8`)"))
-	get := func(host, path string) (int, string) {
-		t.Helper()
+	try := func(host, path string) (int, string, error) {
 		c, err := net.DialTimeout("tcp", s.addr("web"), 2*time.Second)
 		if err != nil {
-			t.Fatal(err)
+			return 0, "", err
 		}
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: ca\r\n\r\n", path, host)
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
-			t.Fatalf("GET %s %s: %v", host, path, err)
+			return 0, "", err
 		}
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	get := func(host, path string) (int, string) {
+		t.Helper()
+		code, body, err := try(host, path)
+		if err != nil {
+			t.Fatalf("GET %s %s: %v", host, path, err)
+		}
+		return code, body
 	}
 	if code, body := get("db.example", "/.well-known/acme-challenge/tok"); code != 200 || body != "tok.keyauth" {
 		t.Errorf("validation: %d %q, want 200 tok.keyauth", code, body)
@@ -324,29 +331,15 @@ func TestHTTP01AnsweredOnUnroutedPlainConnections(t *testing.T) {
 		held = append(held, c)
 	}
 	itest.Eventually(t, 5*time.Second, func() bool {
-		c, err := net.Dial("tcp", s.addr("web"))
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(time.Second))
-		fmt.Fprintf(c, "GET /.well-known/acme-challenge/tok HTTP/1.1\r\nHost: db.example\r\n\r\n")
-		_, err = http.ReadResponse(bufio.NewReader(c), nil)
+		_, _, err := try("db.example", "/.well-known/acme-challenge/tok")
 		return err != nil
 	}, "a third unrouted connection from one address was answered with maxUnroutedPerIP=2")
 	for _, c := range held {
 		c.Close()
 	}
 	itest.Eventually(t, 5*time.Second, func() bool {
-		c, err := net.Dial("tcp", s.addr("web"))
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(time.Second))
-		fmt.Fprintf(c, "GET /.well-known/acme-challenge/tok HTTP/1.1\r\nHost: db.example\r\n\r\n")
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		return err == nil && resp.StatusCode == 200
+		code, _, err := try("db.example", "/.well-known/acme-challenge/tok")
+		return err == nil && code == 200
 	}, "the places of closed HTTP connections were not given back")
 
 	// A route taking every plain connection: the entry point is its own.
