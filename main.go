@@ -580,6 +580,12 @@ func connObservers(st *config.Static) (proxy.ConnObservers, error) {
 		}
 		l := zerolog.New(w).With().Timestamp().Logger()
 		o.AccessLog = &l
+		if f := st.AccessLog.Fields; f != nil {
+			o.AccessFields = proxy.NewAccessFields(f.DefaultMode, f.Names)
+		}
+		if f := st.AccessLog.Filters; f != nil {
+			o.AccessMinDuration = time.Duration(f.MinDuration)
+		}
 	}
 	return o, nil
 }
@@ -600,6 +606,28 @@ func traefikOnly(st *config.Static, log zerolog.Logger) {
 	}
 	if al := st.AccessLog; al != nil && al.Format != "" && !strings.EqualFold(al.Format, "json") {
 		log.Warn().Str("format", al.Format).Msg("accessLog.format: tollgate writes JSON lines, one per closed connection, whatever the format")
+	}
+	if al := st.AccessLog; al != nil && al.Filters != nil && (len(al.Filters.StatusCodes) > 0 || al.Filters.RetryAttempts) {
+		log.Warn().Msg("accessLog.filters.statusCodes and retryAttempts are HTTP filters: every closed TCP connection is logged (filters.minDuration applies)")
+	}
+	for _, name := range st.UDPEntryPoints() {
+		log.Warn().Str("entrypoint", name).Msg("entryPoints." + name + ": a UDP entry point (its address ends in /udp): tollgate routes TCP only and does not listen on it")
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.EntryPoints)) {
+		ep := st.EntryPoints[name]
+		var http []string
+		for key, set := range map[string]bool{"http": ep.HTTP != nil, "http2": ep.HTTP2 != nil, "http3": ep.HTTP3 != nil, "udp": ep.UDP != nil} {
+			if set {
+				http = append(http, "entryPoints."+name+"."+key)
+			}
+		}
+		if len(http) > 0 {
+			slices.Sort(http)
+			log.Warn().Str("entrypoint", name).Msg(strings.Join(http, ", ") + ": settings of Traefik's HTTP routers (redirections, middlewares, tls) and of HTTP/2, HTTP/3 and UDP, ignored: tollgate routes TCP, and its TCP routers never used them")
+		}
+	}
+	if p := st.Metrics; p != nil && p.Prometheus != nil && len(p.Prometheus.Buckets) > 0 {
+		log.Warn().Msg("metrics.prometheus.buckets: Traefik's buckets are for HTTP request durations; tollgate_router_connection_duration_seconds has its own, from 5 ms to 4 h")
 	}
 }
 

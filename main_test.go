@@ -262,6 +262,77 @@ func TestTraefikStaticConfigStarts(t *testing.T) {
 	}
 }
 
+// A Traefik static file with its HTTP settings (an entry point's http
+// redirections and tls, http2, metrics buckets), a UDP entry point and
+// access log fields starts: each ignored setting is said once at start, the
+// UDP entry point is not listened on, an address's "/tcp" is read, and
+// accessLog.fields.names.ClientHost=drop keeps client addresses out of the
+// access log.
+func TestTraefikStaticFileWithHTTPSettings(t *testing.T) {
+	be := itest.EchoServer(t, "")
+	dir := t.TempDir()
+	dyn := echoRouteFile(t, dir, be, "db")
+	ep, web := itest.FreeAddr(t), itest.FreeAddr(t)
+	logFile, accessFile := filepath.Join(dir, "tollgate.log"), filepath.Join(dir, "access.log")
+	static := filepath.Join(dir, "traefik.yml")
+	if err := os.WriteFile(static, []byte(fmt.Sprintf(`log:
+  level: INFO
+  filePath: %q
+accessLog:
+  filePath: %q
+  bufferingSize: 100
+  fields:
+    names:
+      ClientHost: drop
+metrics:
+  prometheus:
+    addRoutersLabels: true
+    buckets: [0.1, 0.3, 1.2, 5.0]
+entryPoints:
+  web:
+    address: %q
+    http:
+      redirections:
+        entryPoint:
+          to: db
+          scheme: https
+  db:
+    address: "%s/tcp"
+    http:
+      tls:
+        certResolver: le
+    http2:
+      maxConcurrentStreams: 250
+  dns:
+    address: "127.0.0.1:%d/udp"
+providers:
+  file:
+    filename: %q
+`, logFile, accessFile, web, ep, itest.FreePort(t), dyn)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stop := startForwarding(t, exec.Command(itest.Binary(t), "--configFile="+static), ep)
+	stop()
+	b, _ := os.ReadFile(logFile)
+	for _, want := range []string{
+		`entryPoints.web.http: settings of Traefik's HTTP routers`,
+		`entryPoints.db.http, entryPoints.db.http2: settings`,
+		`entryPoints.dns: a UDP entry point`,
+		`metrics.prometheus.buckets`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the log does not say %q: %s", want, b)
+		}
+	}
+	if strings.Contains(string(b), `"entrypoint":"dns","address"`) {
+		t.Errorf("the UDP entry point is listened on: %s", b)
+	}
+	a, _ := os.ReadFile(accessFile)
+	if !strings.Contains(string(a), `"router":"r@file"`) || strings.Contains(string(a), "client_ip") || strings.Contains(string(a), "127.0.0.1\"") {
+		t.Errorf("access log %s: want lines without the client's address", a)
+	}
+}
+
 func runUntilForwarded(t *testing.T, cmd *exec.Cmd, ep, api string) {
 	t.Helper()
 	startForwarding(t, cmd, ep)()

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,8 @@ import (
 // --configFile, flags and TOLLGATE_* env vars (paerser), never reloaded.
 // Names follow Traefik's static configuration.
 type Static struct {
+	udpEntryPoints []string // left out by Validate (UDPEntryPoints)
+
 	EntryPoints map[string]*EntryPoint `description:"Entry points definition." json:"entryPoints,omitempty" toml:"entryPoints,omitempty" yaml:"entryPoints,omitempty" export:"true"`
 	Providers   *Providers             `description:"Providers configuration." json:"providers,omitempty" toml:"providers,omitempty" yaml:"providers,omitempty" export:"true"`
 	API         *API                   `description:"Enable the admin API (ping, rawdata, live limiter state)." json:"api,omitempty" toml:"api,omitempty" yaml:"api,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
@@ -108,6 +111,26 @@ type ACMEChallenge struct {
 	Delay                   Duration `description:"Delay of the HTTP challenge." json:"delay,omitempty" toml:"delay,omitempty" yaml:"delay,omitempty"`
 }
 
+// splitProtocol cuts Traefik's "/tcp" or "/udp" off an entry point's
+// address ("[host]:port[/tcp|/udp]"); without one, the address is TCP.
+func splitProtocol(addr string) (string, string) {
+	if i := strings.LastIndexByte(addr, '/'); i >= 0 {
+		if p := strings.ToLower(addr[i+1:]); p == "tcp" || p == "udp" {
+			return addr[:i], p
+		}
+	}
+	return addr, "tcp"
+}
+
+// UDPEntryPoints are the entry points whose address ends in "/udp":
+// Traefik's UDP entry points, which Validate leaves out (tollgate routes
+// TCP only).
+func (s *Static) UDPEntryPoints() []string {
+	out := slices.Clone(s.udpEntryPoints)
+	slices.Sort(out)
+	return out
+}
+
 // Command is what the command line decodes into: Static plus the location of
 // the file that holds it.
 type Command struct {
@@ -140,6 +163,58 @@ type EntryPoint struct {
 	ForwardedHeaders *ForwardedHeaders `description:"Accepted for Traefik compatibility (HTTP X-Forwarded-* headers; TCP has none: see proxyProtocol)." json:"forwardedHeaders,omitempty" toml:"forwardedHeaders,omitempty" yaml:"forwardedHeaders,omitempty" export:"true"`
 	ReusePort        bool              `description:"Set SO_REUSEPORT on the listening socket, so that other processes may listen on the same address." json:"reusePort,omitempty" toml:"reusePort,omitempty" yaml:"reusePort,omitempty" export:"true"`
 	AsDefault        bool              `description:"Routers that name no entry point listen on the entry points marked asDefault (on every entry point when none is)." json:"asDefault,omitempty" toml:"asDefault,omitempty" yaml:"asDefault,omitempty" export:"true"`
+	// HTTP, HTTP2, HTTP3 and UDP are Traefik's settings for its HTTP
+	// routers and UDP: accepted, with a warning at start, so that a
+	// Traefik static file starts; TCP routers never used them.
+	HTTP  *EntryPointHTTP  `description:"Accepted for Traefik compatibility: HTTP routers' settings (redirections, middlewares, tls); ignored, with a warning." json:"http,omitempty" toml:"http,omitempty" yaml:"http,omitempty" export:"true"`
+	HTTP2 *EntryPointHTTP2 `description:"Accepted for Traefik compatibility: HTTP/2 settings; ignored, with a warning." json:"http2,omitempty" toml:"http2,omitempty" yaml:"http2,omitempty" export:"true"`
+	HTTP3 *EntryPointHTTP3 `description:"Accepted for Traefik compatibility: HTTP/3 (QUIC) settings; ignored, with a warning." json:"http3,omitempty" toml:"http3,omitempty" yaml:"http3,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	UDP   *EntryPointUDP   `description:"Accepted for Traefik compatibility: UDP settings; tollgate routes TCP only (warning)." json:"udp,omitempty" toml:"udp,omitempty" yaml:"udp,omitempty" export:"true"`
+}
+
+// EntryPointHTTP is Traefik's entryPoints.<name>.http, for its HTTP routers.
+type EntryPointHTTP struct {
+	Redirections          *HTTPRedirections `description:"Accepted for Traefik compatibility." json:"redirections,omitempty" toml:"redirections,omitempty" yaml:"redirections,omitempty" export:"true"`
+	Middlewares           []string          `description:"Accepted for Traefik compatibility." json:"middlewares,omitempty" toml:"middlewares,omitempty" yaml:"middlewares,omitempty" export:"true"`
+	TLS                   *HTTPTLS          `description:"Accepted for Traefik compatibility." json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	EncodeQuerySemicolons bool              `description:"Accepted for Traefik compatibility." json:"encodeQuerySemicolons,omitempty" toml:"encodeQuerySemicolons,omitempty" yaml:"encodeQuerySemicolons,omitempty" export:"true"`
+	SanitizePath          *bool             `description:"Accepted for Traefik compatibility." json:"sanitizePath,omitempty" toml:"sanitizePath,omitempty" yaml:"sanitizePath,omitempty" export:"true"`
+	MaxHeaderBytes        int               `description:"Accepted for Traefik compatibility." json:"maxHeaderBytes,omitempty" toml:"maxHeaderBytes,omitempty" yaml:"maxHeaderBytes,omitempty" export:"true"`
+}
+
+// HTTPRedirections is Traefik's entryPoints.<name>.http.redirections.
+type HTTPRedirections struct {
+	EntryPoint *HTTPRedirectEntryPoint `description:"Accepted for Traefik compatibility." json:"entryPoint,omitempty" toml:"entryPoint,omitempty" yaml:"entryPoint,omitempty" export:"true"`
+}
+
+// HTTPRedirectEntryPoint is where Traefik redirects HTTP requests.
+type HTTPRedirectEntryPoint struct {
+	To        string `description:"Accepted for Traefik compatibility." json:"to,omitempty" toml:"to,omitempty" yaml:"to,omitempty" export:"true"`
+	Scheme    string `description:"Accepted for Traefik compatibility." json:"scheme,omitempty" toml:"scheme,omitempty" yaml:"scheme,omitempty" export:"true"`
+	Permanent bool   `description:"Accepted for Traefik compatibility." json:"permanent,omitempty" toml:"permanent,omitempty" yaml:"permanent,omitempty" export:"true"`
+	Priority  int    `description:"Accepted for Traefik compatibility." json:"priority,omitempty" toml:"priority,omitempty" yaml:"priority,omitempty" export:"true"`
+}
+
+// HTTPTLS is Traefik's default TLS of the HTTP routers of an entry point.
+type HTTPTLS struct {
+	Options      string   `description:"Accepted for Traefik compatibility." json:"options,omitempty" toml:"options,omitempty" yaml:"options,omitempty" export:"true"`
+	CertResolver string   `description:"Accepted for Traefik compatibility (HTTP routers only: a TCP router names its own)." json:"certResolver,omitempty" toml:"certResolver,omitempty" yaml:"certResolver,omitempty" export:"true"`
+	Domains      []Domain `description:"Accepted for Traefik compatibility." json:"domains,omitempty" toml:"domains,omitempty" yaml:"domains,omitempty" export:"true"`
+}
+
+// EntryPointHTTP2 is Traefik's entryPoints.<name>.http2.
+type EntryPointHTTP2 struct {
+	MaxConcurrentStreams int32 `description:"Accepted for Traefik compatibility." json:"maxConcurrentStreams,omitempty" toml:"maxConcurrentStreams,omitempty" yaml:"maxConcurrentStreams,omitempty" export:"true"`
+}
+
+// EntryPointHTTP3 is Traefik's entryPoints.<name>.http3.
+type EntryPointHTTP3 struct {
+	AdvertisedPort int `description:"Accepted for Traefik compatibility." json:"advertisedPort,omitempty" toml:"advertisedPort,omitempty" yaml:"advertisedPort,omitempty" export:"true"`
+}
+
+// EntryPointUDP is Traefik's entryPoints.<name>.udp.
+type EntryPointUDP struct {
+	Timeout Duration `description:"Accepted for Traefik compatibility." json:"timeout,omitempty" toml:"timeout,omitempty" yaml:"timeout,omitempty" export:"true"`
 }
 
 // SetDefaults gives an entry point its default transport.
@@ -465,6 +540,17 @@ type Prometheus struct {
 	// --metrics.prometheus alone starts at 127.0.0.1:8080 serving only
 	// /metrics and /ping: the admin API (configuration, client IPs) needs --api.
 	Address string `description:"Serve /metrics on this address of its own ([host]:port) instead of the admin listener's." json:"address,omitempty" toml:"address,omitempty" yaml:"address,omitempty" export:"true"`
+	// The rest are Traefik's, accepted: tollgate's series always carry
+	// their router (and entry point or service where they have one), and
+	// its connection durations have buckets of their own (README,
+	// "Metrics").
+	AddEntryPointsLabels bool              `description:"Accepted for Traefik compatibility: the series carry their entry point where they have one." json:"addEntryPointsLabels,omitempty" toml:"addEntryPointsLabels,omitempty" yaml:"addEntryPointsLabels,omitempty" export:"true"`
+	AddRoutersLabels     bool              `description:"Accepted for Traefik compatibility: the series carry their router." json:"addRoutersLabels,omitempty" toml:"addRoutersLabels,omitempty" yaml:"addRoutersLabels,omitempty" export:"true"`
+	AddServicesLabels    bool              `description:"Accepted for Traefik compatibility: the series carry their service where they have one." json:"addServicesLabels,omitempty" toml:"addServicesLabels,omitempty" yaml:"addServicesLabels,omitempty" export:"true"`
+	Buckets              []float64         `description:"Accepted for Traefik compatibility: HTTP request durations; connection durations have tollgate's buckets (warning)." json:"buckets,omitempty" toml:"buckets,omitempty" yaml:"buckets,omitempty" export:"true"`
+	EntryPoint           string            `description:"Accepted for Traefik compatibility: /metrics is on the admin listener or metrics.prometheus.address." json:"entryPoint,omitempty" toml:"entryPoint,omitempty" yaml:"entryPoint,omitempty" export:"true"`
+	ManualRouting        bool              `description:"Accepted for Traefik compatibility (no effect)." json:"manualRouting,omitempty" toml:"manualRouting,omitempty" yaml:"manualRouting,omitempty" export:"true"`
+	HeaderLabels         map[string]string `description:"Accepted for Traefik compatibility: HTTP headers." json:"headerLabels,omitempty" toml:"headerLabels,omitempty" yaml:"headerLabels,omitempty" export:"true"`
 }
 
 // Log configures tollgate's own log.
@@ -487,6 +573,64 @@ type AccessLog struct {
 	// Format is Traefik's accessLog.format: tollgate writes JSON lines,
 	// whatever it says (README, "Access log").
 	Format string `description:"Accepted for Traefik compatibility: the lines are JSON whatever the format (common is Traefik's HTTP format)." json:"format,omitempty" toml:"format,omitempty" yaml:"format,omitempty" export:"true"`
+	// Fields and Filters are Traefik's, applied to the TCP lines (README,
+	// "Access log"); BufferingSize and AddInternals are accepted.
+	Fields        *AccessLogFields  `description:"Which fields the lines keep, drop or redact (Traefik's field names or tollgate's)." json:"fields,omitempty" toml:"fields,omitempty" yaml:"fields,omitempty" export:"true"`
+	Filters       *AccessLogFilters `description:"Which connections are logged." json:"filters,omitempty" toml:"filters,omitempty" yaml:"filters,omitempty" export:"true"`
+	BufferingSize int64             `description:"Accepted for Traefik compatibility: each line is one write." json:"bufferingSize,omitempty" toml:"bufferingSize,omitempty" yaml:"bufferingSize,omitempty" export:"true"`
+	AddInternals  bool              `description:"Accepted for Traefik compatibility: internal routers carry no connections." json:"addInternals,omitempty" toml:"addInternals,omitempty" yaml:"addInternals,omitempty" export:"true"`
+}
+
+// AccessLogFields is Traefik's accessLog.fields: a mode (keep, drop or
+// redact) for every field, and one per field named.
+type AccessLogFields struct {
+	DefaultMode string            `description:"Mode of the fields not named: keep, drop or redact." json:"defaultMode,omitempty" toml:"defaultMode,omitempty" yaml:"defaultMode,omitempty" export:"true"`
+	Names       map[string]string `description:"Mode of each field named (ClientHost: drop)." json:"names,omitempty" toml:"names,omitempty" yaml:"names,omitempty" export:"true"`
+	Headers     *AccessLogHeaders `description:"Accepted for Traefik compatibility: HTTP headers (TCP has none)." json:"headers,omitempty" toml:"headers,omitempty" yaml:"headers,omitempty" export:"true"`
+}
+
+// Access log field modes (accessLog.fields): a field is written as it is,
+// left out, or written as "REDACTED".
+const (
+	FieldKeep   = "keep"
+	FieldDrop   = "drop"
+	FieldRedact = "redact"
+)
+
+// check refuses a mode other than keep, drop or redact, naming the option:
+// a field meant to be dropped (a client's address) is never written by
+// mistake.
+func (f *AccessLogFields) check() error {
+	if m := f.DefaultMode; m != "" && !validMode(m) {
+		return fmt.Errorf("accessLog.fields.defaultMode=%q: use keep, drop or redact", m)
+	}
+	for name, m := range f.Names {
+		if !validMode(m) {
+			return fmt.Errorf("accessLog.fields.names.%s=%q: use keep, drop or redact", name, m)
+		}
+	}
+	return nil
+}
+
+func validMode(m string) bool {
+	switch strings.ToLower(m) {
+	case FieldKeep, FieldDrop, FieldRedact:
+		return true
+	}
+	return false
+}
+
+// AccessLogHeaders is Traefik's accessLog.fields.headers (HTTP headers).
+type AccessLogHeaders struct {
+	DefaultMode string            `description:"Accepted for Traefik compatibility." json:"defaultMode,omitempty" toml:"defaultMode,omitempty" yaml:"defaultMode,omitempty" export:"true"`
+	Names       map[string]string `description:"Accepted for Traefik compatibility." json:"names,omitempty" toml:"names,omitempty" yaml:"names,omitempty" export:"true"`
+}
+
+// AccessLogFilters is Traefik's accessLog.filters.
+type AccessLogFilters struct {
+	StatusCodes   []string `description:"Accepted for Traefik compatibility: HTTP status codes (a TCP connection has none)." json:"statusCodes,omitempty" toml:"statusCodes,omitempty" yaml:"statusCodes,omitempty" export:"true"`
+	RetryAttempts bool     `description:"Accepted for Traefik compatibility: HTTP retries." json:"retryAttempts,omitempty" toml:"retryAttempts,omitempty" yaml:"retryAttempts,omitempty" export:"true"`
+	MinDuration   Duration `description:"Log only the connections that lasted at least this long." json:"minDuration,omitempty" toml:"minDuration,omitempty" yaml:"minDuration,omitempty" export:"true"`
 }
 
 // ResolveInsecureAPI applies Traefik's api.insecure: the API on the entry
@@ -523,6 +667,14 @@ func (s *Static) Validate() error {
 		if ep == nil {
 			return fmt.Errorf("entryPoints.%s: empty entry point", name)
 		}
+		addr, proto := splitProtocol(ep.Address)
+		if proto == "udp" {
+			// Traefik's UDP entry point: not tollgate's (UDPEntryPoints).
+			s.udpEntryPoints = append(s.udpEntryPoints, name)
+			delete(s.EntryPoints, name)
+			continue
+		}
+		ep.Address = addr
 		if err := checkAddress(ep.Address); err != nil {
 			return fmt.Errorf("entryPoints.%s.address=%q: %w", name, ep.Address, err)
 		}
@@ -559,6 +711,14 @@ func (s *Static) Validate() error {
 		}
 		if ep.Transport.MaxUnroutedPerIP < 0 {
 			return fmt.Errorf("entryPoints.%s.transport.maxUnroutedPerIP=%d: must not be negative (0 for no bound)", name, ep.Transport.MaxUnroutedPerIP)
+		}
+	}
+	if len(s.EntryPoints) == 0 {
+		return fmt.Errorf("no TCP entry point: entryPoints %s: UDP (an address ending in /udp), and tollgate routes TCP only", strings.Join(s.UDPEntryPoints(), ", "))
+	}
+	if al := s.AccessLog; al != nil && al.Fields != nil {
+		if err := al.Fields.check(); err != nil {
+			return err
 		}
 	}
 	if s.Providers == nil {

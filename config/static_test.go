@@ -3,7 +3,9 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/traefik/paerser/file"
 	"github.com/traefik/paerser/flag"
 )
 
@@ -136,5 +138,84 @@ func TestTraefikStaticOptionsDecode(t *testing.T) {
 	_ = flag.Decode(strings.Fields("--entryPoints.db.address=:5432 --accessLog.format=xml"), c)
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `accessLog.format="xml"`) {
 		t.Errorf("accessLog.format=xml: %v", err)
+	}
+}
+
+// A Traefik static file with HTTP settings (entry points' http, http2 and
+// http3, metrics labels and buckets, access log fields and filters) and a
+// UDP entry point decodes and validates: the UDP entry point is left out,
+// "/tcp" is cut off an address, and an access log field mode that is not
+// keep, drop or redact is refused naming it.
+func TestTraefikStaticFileWithHTTPSettings(t *testing.T) {
+	const traefikYML = `
+accessLog:
+  bufferingSize: 100
+  fields:
+    defaultMode: keep
+    names:
+      ClientHost: drop
+    headers:
+      defaultMode: drop
+  filters:
+    statusCodes: ["400-499"]
+    minDuration: 10ms
+metrics:
+  prometheus:
+    addEntryPointsLabels: true
+    addRoutersLabels: true
+    addServicesLabels: true
+    buckets: [0.1, 0.3, 1.2, 5.0]
+entryPoints:
+  web:
+    address: ":80"
+    http:
+      redirections:
+        entryPoint:
+          to: websecure
+          scheme: https
+  websecure:
+    address: ":443/tcp"
+    http:
+      middlewares: [secure@file]
+      tls:
+        certResolver: le
+        domains:
+          - main: example.com
+    http2:
+      maxConcurrentStreams: 250
+    http3:
+      advertisedPort: 443
+  dns:
+    address: ":53/udp"
+    udp:
+      timeout: 10s
+`
+	c := NewCommand()
+	if err := file.DecodeContent(traefikYML, ".yml", c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.EntryPoints["dns"]; ok || len(c.EntryPoints) != 2 || c.EntryPoints["websecure"].Address != ":443" {
+		t.Errorf("entry points %v, websecure %q: want web and websecure, :443", c.EntryPoints, c.EntryPoints["websecure"].Address)
+	}
+	if got := c.UDPEntryPoints(); len(got) != 1 || got[0] != "dns" {
+		t.Errorf("UDP entry points %v, want [dns]", got)
+	}
+	if f := c.AccessLog.Fields; f == nil || f.Names["ClientHost"] != "drop" || time.Duration(c.AccessLog.Filters.MinDuration) != 10*time.Millisecond {
+		t.Errorf("access log %+v", c.AccessLog)
+	}
+
+	c = NewCommand()
+	_ = file.DecodeContent(traefikYML, ".yml", c)
+	c.AccessLog.Fields.Names["ClientHost"] = "hide"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `accessLog.fields.names.ClientHost="hide"`) {
+		t.Errorf("mode hide: %v", err)
+	}
+	c = NewCommand()
+	c.EntryPoints = map[string]*EntryPoint{"dns": {Address: ":53/udp"}}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "no TCP entry point: entryPoints dns") {
+		t.Errorf("UDP alone: %v", err)
 	}
 }

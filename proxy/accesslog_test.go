@@ -225,3 +225,66 @@ func TestAccessLogEndError(t *testing.T) {
 		t.Fatalf("line %v: want end error, 1 byte in, 0 out", m)
 	}
 }
+
+// accessLog.fields: Traefik's names (ClientHost, ClientPort, Duration) and
+// tollgate's (bytes_in) drop or redact their fields, defaultMode applies to
+// the rest; filters.minDuration leaves out the shorter connections.
+func TestAccessLogFieldsAndMinDuration(t *testing.T) {
+	be := startBackend(t, "")
+	s := newTestServer(t, "tcp")
+	var buf syncBuffer
+	al := zerolog.New(&buf)
+	fields := NewAccessFields("Redact", map[string]string{"ClientHost": "drop", "ClientAddr": "keep", "Duration": "keep", "bytes_in": "KEEP", "RouterName": "keep", "ClientUsername": "drop"})
+	s.State().SetConnObservers(ConnObservers{AccessLog: &al, AccessFields: fields})
+	apply(s, "file", singleRouter(be.addr(), nil))
+	c, ok := dialFrom(t, "127.0.0.3", s.addr("tcp"))
+	if !ok {
+		t.Fatal("not forwarded")
+	}
+	exchange(t, c, "hello")
+	waitFor(t, "an access log line", func() bool { return !buf.empty() })
+	var m map[string]any
+	if err := json.Unmarshal([]byte(buf.lines()[0]), &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["client_ip"]; ok || strings.Contains(buf.lines()[0], "127.0.0.3") {
+		t.Errorf("ClientHost: drop, but the client's address is written: %v", m)
+	}
+	if _, ok := m["client_port"].(float64); !ok {
+		t.Errorf("ClientAddr: keep (ClientHost dropped alone): client_port %v", m["client_port"])
+	}
+	if m["router"] != "r@file" || m["bytes_in"] != float64(6) || m["end"] != "closed" {
+		t.Errorf("kept fields: %v", m)
+	}
+	if _, ok := m["duration_ms"].(float64); !ok {
+		t.Errorf("Duration: keep: %v", m["duration_ms"])
+	}
+	for _, k := range []string{"entrypoint", "service", "server", "bytes_out"} {
+		if m[k] != "REDACTED" {
+			t.Errorf("%s = %v, want REDACTED (defaultMode)", k, m[k])
+		}
+	}
+
+	// minDuration: a connection closed at once is not logged; one held
+	// longer is.
+	var buf2 syncBuffer
+	al2 := zerolog.New(&buf2)
+	s.State().SetConnObservers(ConnObservers{AccessLog: &al2, AccessMinDuration: 300 * time.Millisecond})
+	apply(s, "file", singleRouter(be.addr(), map[string]*config.TCPMiddleware{"x": limitMW(5)}, "x")) // a new load balancer
+	short, ok := dialFrom(t, "127.0.0.4", s.addr("tcp"))
+	if !ok {
+		t.Fatal("not forwarded")
+	}
+	exchange(t, short, "a")
+	long, ok := dialFrom(t, "127.0.0.5", s.addr("tcp"))
+	if !ok {
+		t.Fatal("not forwarded")
+	}
+	time.Sleep(400 * time.Millisecond) // the connection's length is what is tested
+	exchange(t, long, "b")
+	waitFor(t, "the long connection's line", func() bool { return !buf2.empty() })
+	waitFor(t, "both connections finished", func() bool { return s.State().RouterOpen("r@file").Load() == 0 })
+	if lines := buf2.lines(); len(lines) != 1 || !strings.Contains(lines[0], "127.0.0.5") {
+		t.Errorf("minDuration 300ms: lines %q, want the long connection's alone", lines)
+	}
+}

@@ -436,7 +436,7 @@ func (c *compiler) loadBalancer(name string, lb *config.TCPServersLoadBalancer, 
 		}
 	}
 	if o := c.st.connObservers(); o.any() {
-		h.obs = &connObserver{st: c.st, log: o.AccessLog, metrics: o.Metrics}
+		h.obs = &connObserver{st: c.st, log: o.AccessLog, fields: o.AccessFields, min: o.AccessMinDuration, metrics: o.Metrics}
 	}
 	var ups []*atomic.Bool // health of each server; nil without a health check
 	if lb.HealthCheck != nil {

@@ -572,31 +572,7 @@ func (lb *loadBalancer) endGo(g *gconn, srv *server, b net.Conn, up, dn int64, f
 	_ = b.Close()
 	c := g.c
 	if o := lb.obs; o != nil {
-		d := time.Since(g.began)
-		if o.metrics {
-			rs := o.st.routerStats.get(c.Router)
-			rs.BytesIn.Add(uint64(up))
-			rs.BytesOut.Add(uint64(dn))
-			rs.Duration.Observe(d)
-		}
-		if o.log != nil {
-			end := "closed"
-			if failed {
-				end = "error"
-			}
-			o.log.Log().
-				Str("entrypoint", c.EntryPoint).
-				Str("router", c.Router).
-				Str("service", lb.name).
-				Str("server", srv.address).
-				Str("client_ip", c.Client.Addr().String()).
-				Uint16("client_port", c.Client.Port()).
-				Float64("duration_ms", float64(d.Microseconds())/1e3).
-				Int64("bytes_in", up).
-				Int64("bytes_out", dn).
-				Str("end", end).
-				Send()
-		}
+		o.report(c, lb.name, srv.address, time.Since(g.began), up, dn, failed)
 	}
 	c.Finish()
 }
