@@ -615,15 +615,30 @@ func traefikOnly(st *config.Static, log zerolog.Logger) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(st.EntryPoints)) {
 		ep := st.EntryPoints[name]
-		var http []string
-		for key, set := range map[string]bool{"http": ep.HTTP != nil, "http2": ep.HTTP2 != nil, "http3": ep.HTTP3 != nil, "udp": ep.UDP != nil} {
+		h := ep.HTTP
+		if h == nil {
+			h = &config.EntryPointHTTP{}
+		}
+		var ignored []string
+		for key, set := range map[string]bool{
+			"http.middlewares": len(h.Middlewares) > 0, "http.tls": h.TLS != nil, "http.encodeQuerySemicolons": h.EncodeQuerySemicolons,
+			"http.sanitizePath": h.SanitizePath != nil, "http.maxHeaderBytes": h.MaxHeaderBytes != 0,
+			"http2": ep.HTTP2 != nil, "http3": ep.HTTP3 != nil, "udp": ep.UDP != nil,
+		} {
 			if set {
-				http = append(http, "entryPoints."+name+"."+key)
+				ignored = append(ignored, "entryPoints."+name+"."+key)
 			}
 		}
-		if len(http) > 0 {
-			slices.Sort(http)
-			log.Warn().Str("entrypoint", name).Msg(strings.Join(http, ", ") + ": settings of Traefik's HTTP routers (redirections, middlewares, tls) and of HTTP/2, HTTP/3 and UDP, ignored: tollgate routes TCP, and its TCP routers never used them")
+		if len(ignored) > 0 {
+			slices.Sort(ignored)
+			log.Warn().Str("entrypoint", name).Msg(strings.Join(ignored, ", ") + ": settings of Traefik's HTTP routers and of HTTP/2, HTTP/3 and UDP, ignored: tollgate routes TCP, and its TCP routers never used them")
+		}
+		if r := ep.Redirect(); r != nil {
+			to := r.Scheme + " on its default port"
+			if r.Port != 0 {
+				to = fmt.Sprintf("%s on port %d", r.Scheme, r.Port)
+			}
+			log.Info().Str("entrypoint", name).Msg("entryPoints." + name + ".http.redirections: plain HTTP requests that no TCP router takes are redirected to " + to)
 		}
 	}
 	if p := st.Metrics; p != nil && p.Prometheus != nil && len(p.Prometheus.Buckets) > 0 {

@@ -312,11 +312,22 @@ providers:
 		t.Fatal(err)
 	}
 	stop := startForwarding(t, exec.Command(itest.Binary(t), "--configFile="+static), ep)
+	// web redirects to db's port, as Traefik's entry point redirection.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + web + "/x?y=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	_, port, _ := net.SplitHostPort(ep)
+	if want := "https://127.0.0.1:" + port + "/x?y=1"; resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != want {
+		t.Errorf("GET on web: %s to %q, want 301 to %s", resp.Status, resp.Header.Get("Location"), want)
+	}
 	stop()
 	b, _ := os.ReadFile(logFile)
 	for _, want := range []string{
-		`entryPoints.web.http: settings of Traefik's HTTP routers`,
-		`entryPoints.db.http, entryPoints.db.http2: settings`,
+		`entryPoints.web.http.redirections: plain HTTP requests that no TCP router takes are redirected to https on port `,
+		`entryPoints.db.http.tls, entryPoints.db.http2: settings`,
 		`entryPoints.dns: a UDP entry point`,
 		`metrics.prometheus.buckets`,
 	} {

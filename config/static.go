@@ -111,6 +111,39 @@ type ACMEChallenge struct {
 	Delay                   Duration `description:"Delay of the HTTP challenge." json:"delay,omitempty" toml:"delay,omitempty" yaml:"delay,omitempty"`
 }
 
+// resolveRedirect reads ep's http.redirections.entryPoint: "to" names an
+// entry point, whose port the redirection keeps, or is a port (":443" or
+// "443"); the port is left out of the URL when it is the scheme's default.
+func (s *Static) resolveRedirect(name string, ep *EntryPoint) error {
+	if ep.HTTP == nil || ep.HTTP.Redirections == nil || ep.HTTP.Redirections.EntryPoint == nil {
+		return nil
+	}
+	r := ep.HTTP.Redirections.EntryPoint
+	field := "entryPoints." + name + ".http.redirections.entryPoint"
+	scheme := strings.ToLower(r.Scheme)
+	if scheme == "" {
+		scheme = "https"
+	}
+	if scheme != "https" && scheme != "http" {
+		return fmt.Errorf("%s.scheme=%q: use https or http", field, r.Scheme)
+	}
+	var port string
+	if to, ok := s.EntryPoints[r.To]; ok && r.To != "" {
+		_, port, _ = net.SplitHostPort(to.Address)
+	} else {
+		port = strings.TrimPrefix(r.To, ":")
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return fmt.Errorf("%s.to=%q: neither an entry point nor a port", field, r.To)
+	}
+	if scheme == "https" && n == 443 || scheme == "http" && n == 80 {
+		n = 0
+	}
+	ep.redirect = &Redirect{Scheme: scheme, Port: int(n), Permanent: r.Permanent}
+	return nil
+}
+
 // splitProtocol cuts Traefik's "/tcp" or "/udp" off an entry point's
 // address ("[host]:port[/tcp|/udp]"); without one, the address is TCP.
 func splitProtocol(addr string) (string, string) {
@@ -170,6 +203,8 @@ type EntryPoint struct {
 	HTTP2 *EntryPointHTTP2 `description:"Accepted for Traefik compatibility: HTTP/2 settings; ignored, with a warning." json:"http2,omitempty" toml:"http2,omitempty" yaml:"http2,omitempty" export:"true"`
 	HTTP3 *EntryPointHTTP3 `description:"Accepted for Traefik compatibility: HTTP/3 (QUIC) settings; ignored, with a warning." json:"http3,omitempty" toml:"http3,omitempty" yaml:"http3,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	UDP   *EntryPointUDP   `description:"Accepted for Traefik compatibility: UDP settings; tollgate routes TCP only (warning)." json:"udp,omitempty" toml:"udp,omitempty" yaml:"udp,omitempty" export:"true"`
+
+	redirect *Redirect // http.redirections.entryPoint, resolved by Validate
 }
 
 // EntryPointHTTP is Traefik's entryPoints.<name>.http, for its HTTP routers.
@@ -187,13 +222,33 @@ type HTTPRedirections struct {
 	EntryPoint *HTTPRedirectEntryPoint `description:"Accepted for Traefik compatibility." json:"entryPoint,omitempty" toml:"entryPoint,omitempty" yaml:"entryPoint,omitempty" export:"true"`
 }
 
-// HTTPRedirectEntryPoint is where Traefik redirects HTTP requests.
+// HTTPRedirectEntryPoint is where Traefik redirects the HTTP requests of
+// an entry point; tollgate answers the plain-text requests no TCP router
+// takes with it (README, "Static configuration").
 type HTTPRedirectEntryPoint struct {
-	To        string `description:"Accepted for Traefik compatibility." json:"to,omitempty" toml:"to,omitempty" yaml:"to,omitempty" export:"true"`
-	Scheme    string `description:"Accepted for Traefik compatibility." json:"scheme,omitempty" toml:"scheme,omitempty" yaml:"scheme,omitempty" export:"true"`
-	Permanent bool   `description:"Accepted for Traefik compatibility." json:"permanent,omitempty" toml:"permanent,omitempty" yaml:"permanent,omitempty" export:"true"`
-	Priority  int    `description:"Accepted for Traefik compatibility." json:"priority,omitempty" toml:"priority,omitempty" yaml:"priority,omitempty" export:"true"`
+	To        string `description:"Redirect plain HTTP requests no TCP router takes to this entry point (its port) or port." json:"to,omitempty" toml:"to,omitempty" yaml:"to,omitempty" export:"true"`
+	Scheme    string `description:"Scheme of the redirection (https)." json:"scheme,omitempty" toml:"scheme,omitempty" yaml:"scheme,omitempty" export:"true"`
+	Permanent bool   `description:"A permanent redirection (301, 308; true), else a temporary one (302, 307)." json:"permanent,omitempty" toml:"permanent,omitempty" yaml:"permanent,omitempty" export:"true"`
+	Priority  int    `description:"Accepted for Traefik compatibility: a TCP router always comes first." json:"priority,omitempty" toml:"priority,omitempty" yaml:"priority,omitempty" export:"true"`
 }
+
+// SetDefaults sets Traefik's: https, permanent.
+func (r *HTTPRedirectEntryPoint) SetDefaults() {
+	r.Scheme = "https"
+	r.Permanent = true
+}
+
+// Redirect is what Validate made of an entry point's
+// http.redirections.entryPoint: the scheme and the port (0: the scheme's
+// default) that its plain HTTP requests no TCP router takes are sent to.
+type Redirect struct {
+	Scheme    string
+	Port      int
+	Permanent bool
+}
+
+// Redirect returns the entry point's HTTP redirection, or nil.
+func (e *EntryPoint) Redirect() *Redirect { return e.redirect }
 
 // HTTPTLS is Traefik's default TLS of the HTTP routers of an entry point.
 type HTTPTLS struct {
@@ -715,6 +770,11 @@ func (s *Static) Validate() error {
 	}
 	if len(s.EntryPoints) == 0 {
 		return fmt.Errorf("no TCP entry point: entryPoints %s: UDP (an address ending in /udp), and tollgate routes TCP only", strings.Join(s.UDPEntryPoints(), ", "))
+	}
+	for name, ep := range s.EntryPoints {
+		if err := s.resolveRedirect(name, ep); err != nil {
+			return err
+		}
 	}
 	if al := s.AccessLog; al != nil && al.Fields != nil {
 		if err := al.Fields.check(); err != nil {

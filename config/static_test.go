@@ -172,7 +172,6 @@ entryPoints:
       redirections:
         entryPoint:
           to: websecure
-          scheme: https
   websecure:
     address: ":443/tcp"
     http:
@@ -200,6 +199,12 @@ entryPoints:
 	if _, ok := c.EntryPoints["dns"]; ok || len(c.EntryPoints) != 2 || c.EntryPoints["websecure"].Address != ":443" {
 		t.Errorf("entry points %v, websecure %q: want web and websecure, :443", c.EntryPoints, c.EntryPoints["websecure"].Address)
 	}
+	if r := c.EntryPoints["web"].Redirect(); r == nil || *r != (Redirect{Scheme: "https", Port: 0, Permanent: true}) {
+		t.Errorf("web's redirection %+v, want https on the default port, permanent (Traefik's default)", r)
+	}
+	if r := c.EntryPoints["websecure"].Redirect(); r != nil {
+		t.Errorf("websecure redirects: %+v", r)
+	}
 	if got := c.UDPEntryPoints(); len(got) != 1 || got[0] != "dns" {
 		t.Errorf("UDP entry points %v, want [dns]", got)
 	}
@@ -212,6 +217,15 @@ entryPoints:
 	c.AccessLog.Fields.Names["ClientHost"] = "hide"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `accessLog.fields.names.ClientHost="hide"`) {
 		t.Errorf("mode hide: %v", err)
+	}
+	for to, want := range map[string]string{"nowhere": `entryPoints.web.http.redirections.entryPoint.to="nowhere": neither an entry point nor a port`, ":8443": ""} {
+		c = NewCommand()
+		_ = file.DecodeContent(traefikYML, ".yml", c)
+		c.EntryPoints["web"].HTTP.Redirections.EntryPoint.To = to
+		err := c.Validate()
+		if want == "" && (err != nil || c.EntryPoints["web"].Redirect().Port != 8443) || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("to %q: %v, want %q", to, err, want)
+		}
 	}
 	c = NewCommand()
 	c.EntryPoints = map[string]*EntryPoint{"dns": {Address: ":53/udp"}}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
@@ -315,8 +316,8 @@ func TestHTTP01AnsweredOnUnroutedPlainConnections(t *testing.T) {
 	if code, _ := get("other.example", "/.well-known/acme-challenge/tok"); code != 404 {
 		t.Errorf("a host no router wants: %d, want 404", code)
 	}
-	if n := served.Load(); n != 3 {
-		t.Errorf("the resolver's handler served %d requests, want 3 (not other.example's)", n)
+	if n := served.Load(); n != 2 {
+		t.Errorf("the resolver's handler served %d requests, want the 2 validations (not / nor other.example's)", n)
 	}
 
 	// Silent connections waiting for their request hold the client's
@@ -353,5 +354,76 @@ func TestHTTP01AnsweredOnUnroutedPlainConnections(t *testing.T) {
 	var banner [1]byte
 	if _, err := io.ReadFull(c, banner[:]); err != nil || banner[0] != 'A' {
 		t.Errorf("HostSNI(*) on the challenge's entry point: read %q, %v; want the backend's A", banner[:], err)
+	}
+}
+
+// An entry point with http.redirections.entryPoint redirects the plain HTTP
+// requests no route takes, as Traefik's entry point redirection: same host
+// and path on the target's scheme and port, 301 for a GET and 308 for a
+// POST (permanent), 302 and 307 otherwise; an httpChallenge's validation
+// for a name its resolver wants comes first.
+func TestPlainHTTPRedirection(t *testing.T) {
+	a := startBackend(t, "A")
+	st := &config.Static{EntryPoints: map[string]*config.EntryPoint{
+		"web":    {Address: "127.0.0.1:0", HTTP: &config.EntryPointHTTP{Redirections: &config.HTTPRedirections{EntryPoint: &config.HTTPRedirectEntryPoint{To: "secure", Scheme: "https", Permanent: true}}}},
+		"temp":   {Address: "127.0.0.1:0", HTTP: &config.EntryPointHTTP{Redirections: &config.HTTPRedirections{EntryPoint: &config.HTTPRedirectEntryPoint{To: "443", Scheme: "https"}}}},
+		"secure": {Address: "127.0.0.1:8443"},
+	}}
+	if err := st.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	eps := map[string]*config.EntryPoint{"web": st.EntryPoints["web"], "temp": st.EntryPoints["temp"]}
+	s, err := NewServer(eps, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Shutdown(t.Context()) })
+	fr := &fakeResolver{certs: map[string]*tls.Certificate{}, httpEP: "web", http: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "keyauth")
+	})}
+	s.State().SetCertResolver("le", fr)
+	s.Apply(&config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"web@file": {Rule: "ClientIP(`10.0.0.0/8`)", Service: "a@file", EntryPoints: []string{"web", "temp"}},
+			"db@file":  {Rule: "HostSNI(`db.example`)", Service: "a@file", EntryPoints: []string{"web"}, TLS: &config.RouterTCPTLSConfig{CertResolver: "le"}},
+		},
+		Services: map[string]*config.TCPService{"a@file": lbConfig(a.addr())},
+	})
+	ask := func(ep, method, host, target string) (int, string, string) {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", s.addr(ep), 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 0\r\n\r\n", method, target, host)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s %s%s on %s: %v", method, host, target, ep, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Location"), string(b)
+	}
+	for _, tc := range []struct {
+		ep, method, host, target string
+		code                     int
+		location, body           string
+	}{
+		{"web", "GET", "app.example", "/a/b?q=1", 301, "https://app.example:8443/a/b?q=1", "Moved Permanently"},
+		{"web", "POST", "app.example:80", "/form", 308, "https://app.example:8443/form", "Permanent Redirect"},
+		{"web", "GET", "[::1]", "/", 301, "https://[::1]:8443/", "Moved Permanently"},
+		{"temp", "GET", "app.example", "/x", 302, "https://app.example/x", "Found"},
+		{"temp", "PUT", "app.example", "/x", 307, "https://app.example/x", "Temporary Redirect"},
+		// The validation of a wanted name first; another name's is redirected.
+		{"web", "GET", "db.example", "/.well-known/acme-challenge/tok", 200, "", "keyauth"},
+		{"web", "GET", "other.example", "/.well-known/acme-challenge/tok", 301, "https://other.example:8443/.well-known/acme-challenge/tok", "Moved Permanently"},
+	} {
+		code, loc, body := ask(tc.ep, tc.method, tc.host, tc.target)
+		if code != tc.code || loc != tc.location || body != tc.body {
+			t.Errorf("%s %s%s on %s: %d %q %q, want %d %q %q", tc.method, tc.host, tc.target, tc.ep, code, loc, body, tc.code, tc.location, tc.body)
+		}
 	}
 }

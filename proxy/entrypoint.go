@@ -58,6 +58,9 @@ type EntryPoint struct {
 	acceptErrors  atomic.Uint64
 	acceptLog     ratelog.Limiter
 	noRouteGently ratelog.Limiter // which no-route closes are gentle (tcp.Conn.Refuse)
+	// redirect: plain HTTP requests no route takes are redirected
+	// (http.redirections.entryPoint, plainhttp.go).
+	redirect *config.Redirect
 }
 
 // NewEntryPoint binds the entry point's address. An address in use is an
@@ -96,6 +99,7 @@ func newEntryPoint(name string, cfg *config.EntryPoint, fd int, bound netip.Addr
 		maxUnrouted: config.DefaultMaxUnroutedPerIP,
 	}
 	e.table.Store(emptyTable)
+	e.redirect = cfg.Redirect()
 	if t := cfg.Transport; t != nil {
 		if t.RespondingTimeouts != nil {
 			e.readTimeout = time.Duration(t.RespondingTimeouts.ReadTimeout)
@@ -348,8 +352,8 @@ func (e *EntryPoint) route(c *tcp.Conn, t *Table) {
 	}
 	r := t.match(c)
 	if r == nil {
-		if len(t.http01) > 0 && !isTLS(c.Peeked) {
-			e.answerHTTP01(c, t.http01)
+		if (len(t.http01) > 0 || e.redirect != nil) && !isTLS(c.Peeked) {
+			e.answerHTTP(c, t.http01)
 			return
 		}
 		e.noRoute.Add(1)

@@ -32,7 +32,7 @@ type Table struct {
 	acme []CertResolver
 	// http01 are the certificate resolvers whose HTTP-01 validations this
 	// entry point answers, on the plain-text connections no route takes
-	// (acme.go).
+	// (plainhttp.go).
 	http01 []CertResolver
 }
 
