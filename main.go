@@ -641,6 +641,13 @@ func traefikOnly(st *config.Static, log zerolog.Logger) {
 			log.Info().Str("entrypoint", name).Msg("entryPoints." + name + ".http.redirections: plain HTTP requests that no TCP router takes are redirected to " + to)
 		}
 	}
+	if p := st.Providers; p != nil {
+		for key, set := range map[string]bool{"kubernetesIngress": p.KubernetesIngress != nil, "kubernetesGateway": p.KubernetesGateway != nil} {
+			if set {
+				log.Warn().Msg("providers." + key + ": Traefik's provider of HTTP routes, not read: tollgate reads TCP routes from IngressRouteTCP (providers.kubernetesCRD)")
+			}
+		}
+	}
 	if p := st.Metrics; p != nil && p.Prometheus != nil && len(p.Prometheus.Buckets) > 0 {
 		log.Warn().Msg("metrics.prometheus.buckets: Traefik's buckets are for HTTP request durations; tollgate_router_connection_duration_seconds has its own, from 5 ms to 4 h")
 	}

@@ -306,6 +306,8 @@ entryPoints:
   dns:
     address: "127.0.0.1:%d/udp"
 providers:
+  kubernetesIngress:
+    allowEmptyServices: true
   file:
     filename: %q
 `, logFile, accessFile, web, ep, itest.FreePort(t), dyn)), 0o644); err != nil {
@@ -330,6 +332,7 @@ providers:
 		`entryPoints.db.http.tls, entryPoints.db.http2: settings`,
 		`entryPoints.dns: a UDP entry point`,
 		`metrics.prometheus.buckets`,
+		`providers.kubernetesIngress: Traefik's provider of HTTP routes, not read`,
 	} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("the log does not say %q: %s", want, b)

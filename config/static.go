@@ -369,6 +369,11 @@ type Providers struct {
 	ConsulCatalog             *ConsulCatalogProvider `description:"Enable the Consul Catalog provider." json:"consulCatalog,omitempty" toml:"consulCatalog,omitempty" yaml:"consulCatalog,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	KubernetesCRD             *KubernetesCRDProvider `description:"Enable the Kubernetes CRD provider (MiddlewareTCP, IngressRouteTCP)." json:"kubernetesCRD,omitempty" toml:"kubernetesCRD,omitempty" yaml:"kubernetesCRD,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	Swarm                     *SwarmProvider         `description:"Enable the Docker Swarm provider (labels of Swarm services)." json:"swarm,omitempty" toml:"swarm,omitempty" yaml:"swarm,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	// KubernetesIngress and KubernetesGateway are Traefik's providers of
+	// HTTP routes (Ingress, Gateway API), which Traefik's Helm chart turns
+	// on: accepted with a warning, so that its arguments start tollgate.
+	KubernetesIngress *KubernetesHTTPProvider `description:"Accepted for Traefik compatibility: Ingress resources route HTTP (warning); tollgate reads IngressRouteTCP (kubernetesCRD)." json:"kubernetesIngress,omitempty" toml:"kubernetesIngress,omitempty" yaml:"kubernetesIngress,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
+	KubernetesGateway *KubernetesHTTPProvider `description:"Accepted for Traefik compatibility: Gateway API routes (warning); tollgate reads IngressRouteTCP (kubernetesCRD)." json:"kubernetesGateway,omitempty" toml:"kubernetesGateway,omitempty" yaml:"kubernetesGateway,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 
 	// KV stores (provider/kv): Traefik's key layout under a root key.
 	Consul    *ConsulKVProvider  `description:"Enable the Consul KV provider." json:"consul,omitempty" toml:"consul,omitempty" yaml:"consul,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
@@ -486,6 +491,39 @@ func (c *ConsulCatalogProvider) SetDefaults() {
 // KubernetesCRDProvider configures the Kubernetes CRD provider. With no
 // Endpoint it uses the in-cluster configuration when running in a pod, else
 // the kubeconfig named by KUBECONFIG (or ~/.kube/config).
+// KubernetesHTTPProvider holds the options of Traefik's kubernetesIngress
+// and kubernetesGateway providers, accepted and not used.
+type KubernetesHTTPProvider struct {
+	Endpoint                     string              `description:"Accepted for Traefik compatibility." json:"endpoint,omitempty" toml:"endpoint,omitempty" yaml:"endpoint,omitempty"`
+	Token                        string              `description:"Accepted for Traefik compatibility." json:"token,omitempty" toml:"token,omitempty" yaml:"token,omitempty" loggable:"false"`
+	CertAuthFilePath             string              `description:"Accepted for Traefik compatibility." json:"certAuthFilePath,omitempty" toml:"certAuthFilePath,omitempty" yaml:"certAuthFilePath,omitempty"`
+	Namespaces                   []string            `description:"Accepted for Traefik compatibility." json:"namespaces,omitempty" toml:"namespaces,omitempty" yaml:"namespaces,omitempty" export:"true"`
+	LabelSelector                string              `description:"Accepted for Traefik compatibility." json:"labelSelector,omitempty" toml:"labelSelector,omitempty" yaml:"labelSelector,omitempty" export:"true"`
+	IngressClass                 string              `description:"Accepted for Traefik compatibility." json:"ingressClass,omitempty" toml:"ingressClass,omitempty" yaml:"ingressClass,omitempty" export:"true"`
+	IngressEndpoint              *KubernetesEndpoint `description:"Accepted for Traefik compatibility." json:"ingressEndpoint,omitempty" toml:"ingressEndpoint,omitempty" yaml:"ingressEndpoint,omitempty" export:"true"`
+	StatusAddress                *KubernetesEndpoint `description:"Accepted for Traefik compatibility." json:"statusAddress,omitempty" toml:"statusAddress,omitempty" yaml:"statusAddress,omitempty" export:"true"`
+	ThrottleDuration             Duration            `description:"Accepted for Traefik compatibility." json:"throttleDuration,omitempty" toml:"throttleDuration,omitempty" yaml:"throttleDuration,omitempty" export:"true"`
+	AllowEmptyServices           bool                `description:"Accepted for Traefik compatibility." json:"allowEmptyServices,omitempty" toml:"allowEmptyServices,omitempty" yaml:"allowEmptyServices,omitempty" export:"true"`
+	AllowExternalNameServices    bool                `description:"Accepted for Traefik compatibility." json:"allowExternalNameServices,omitempty" toml:"allowExternalNameServices,omitempty" yaml:"allowExternalNameServices,omitempty" export:"true"`
+	DisableIngressClassLookup    bool                `description:"Accepted for Traefik compatibility." json:"disableIngressClassLookup,omitempty" toml:"disableIngressClassLookup,omitempty" yaml:"disableIngressClassLookup,omitempty" export:"true"`
+	DisableClusterScopeResources bool                `description:"Accepted for Traefik compatibility." json:"disableClusterScopeResources,omitempty" toml:"disableClusterScopeResources,omitempty" yaml:"disableClusterScopeResources,omitempty" export:"true"`
+	NativeLBByDefault            bool                `description:"Accepted for Traefik compatibility." json:"nativeLBByDefault,omitempty" toml:"nativeLBByDefault,omitempty" yaml:"nativeLBByDefault,omitempty" export:"true"`
+	StrictPrefixMatching         bool                `description:"Accepted for Traefik compatibility." json:"strictPrefixMatching,omitempty" toml:"strictPrefixMatching,omitempty" yaml:"strictPrefixMatching,omitempty" export:"true"`
+	ExperimentalChannel          bool                `description:"Accepted for Traefik compatibility." json:"experimentalChannel,omitempty" toml:"experimentalChannel,omitempty" yaml:"experimentalChannel,omitempty" export:"true"`
+}
+
+// KubernetesEndpoint is where Traefik's Kubernetes HTTP providers publish
+// their status.
+type KubernetesEndpoint struct {
+	IP               string `description:"Accepted for Traefik compatibility." json:"ip,omitempty" toml:"ip,omitempty" yaml:"ip,omitempty" export:"true"`
+	Hostname         string `description:"Accepted for Traefik compatibility." json:"hostname,omitempty" toml:"hostname,omitempty" yaml:"hostname,omitempty" export:"true"`
+	PublishedService string `description:"Accepted for Traefik compatibility." json:"publishedService,omitempty" toml:"publishedService,omitempty" yaml:"publishedService,omitempty" export:"true"`
+	Service          *struct {
+		Name      string `description:"Accepted for Traefik compatibility." json:"name,omitempty" toml:"name,omitempty" yaml:"name,omitempty" export:"true"`
+		Namespace string `description:"Accepted for Traefik compatibility." json:"namespace,omitempty" toml:"namespace,omitempty" yaml:"namespace,omitempty" export:"true"`
+	} `description:"Accepted for Traefik compatibility." json:"service,omitempty" toml:"service,omitempty" yaml:"service,omitempty" export:"true"`
+}
+
 type KubernetesCRDProvider struct {
 	Endpoint         string   `description:"Kubernetes API server URL; in-cluster or KUBECONFIG when empty." json:"endpoint,omitempty" toml:"endpoint,omitempty" yaml:"endpoint,omitempty"`
 	Token            string   `description:"Bearer token for the API server (with endpoint)." json:"token,omitempty" toml:"token,omitempty" yaml:"token,omitempty" loggable:"false"`
