@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -61,17 +62,42 @@ func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, u
 			metricsAddr = config.DefaultAPIAddress
 		}
 	}
+	pingAddr := ""
+	if st.Ping != nil && st.Ping.Address() != metricsAddr {
+		pingAddr = st.Ping.Address() // ping.entryPoint's (the metrics listener answers /ping too)
+	}
 	var ls admins
 	if st.API != nil {
 		src := api.Sources{Server: srv, Watcher: w, Upgrade: up.Upgrade,
 			Process: func() upgrade.View { return up.stats.View(os.Getpid(), up.state()) }}
+		addr, what := st.API.Address, "admin API"
+		var open []string
+		if !st.API.Insecure && st.API.Address == config.DefaultAPIAddress {
+			// Traefik's internal entry point on the default admin port
+			// (its Helm chart's traefik, :8080) would collide with the
+			// API: one listener serves both, its API to loopback clients
+			// only, as the default address does.
+			if samePort(metricsAddr, addr) {
+				addr, metricsAddr, open = metricsAddr, "", []string{"/metrics", "/ping"}
+			} else if samePort(pingAddr, addr) {
+				addr, pingAddr, open = pingAddr, "", []string{"/ping"}
+			}
+		}
 		if metrics != nil && metricsAddr == "" {
 			src.Metrics = metrics
 		}
-		ls = append(ls, &adminListener{key: "api.address", addr: st.API.Address, what: "admin API", hs: api.NewServer(api.Handler(src))})
+		h := api.Handler(src)
+		if len(open) > 0 {
+			h = api.LocalOnly(h, open...)
+			what = "admin API (loopback clients only, but " + strings.Join(open, " and ") + ")"
+		}
+		ls = append(ls, &adminListener{key: "api.address", addr: addr, what: what, hs: api.NewServer(h)})
 	}
 	if metrics != nil && metricsAddr != "" {
 		ls = append(ls, &adminListener{key: "metrics.prometheus.address", addr: metricsAddr, what: "metrics (only /metrics and /ping)", hs: api.NewServer(api.MetricsOnly(metrics))})
+	}
+	if pingAddr != "" {
+		ls = append(ls, &adminListener{key: "ping.entryPoint", addr: pingAddr, what: "ping (only /ping)", hs: api.NewServer(api.PingOnly())})
 	}
 	if st.Ping != nil && len(ls) == 0 {
 		// Traefik's --ping alone: /ping, on the admin address (keyed so that
@@ -105,6 +131,17 @@ func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, u
 		l.gate = upgrade.NewGate(ln)
 	}
 	return ls, nil
+}
+
+// samePort reports whether two listen addresses take the same port ("" takes
+// none).
+func samePort(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	_, pa, errA := net.SplitHostPort(a)
+	_, pb, errB := net.SplitHostPort(b)
+	return errA == nil && errB == nil && pa == pb
 }
 
 func closeAdmins(as admins) {

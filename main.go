@@ -610,6 +610,9 @@ func traefikOnly(st *config.Static, log zerolog.Logger) {
 	if al := st.AccessLog; al != nil && al.Filters != nil && (len(al.Filters.StatusCodes) > 0 || al.Filters.RetryAttempts) {
 		log.Warn().Msg("accessLog.filters.statusCodes and retryAttempts are HTTP filters: every closed TCP connection is logged (filters.minDuration applies)")
 	}
+	for _, name := range st.InternalEntryPoints() {
+		log.Info().Str("entrypoint", name).Msg("entryPoints." + name + ": internal, as in Traefik (named by ping.entryPoint or metrics.prometheus.entryPoint, traefik by default): it serves /ping or /metrics and proxies nothing")
+	}
 	for _, name := range st.UDPEntryPoints() {
 		log.Warn().Str("entrypoint", name).Msg("entryPoints." + name + ": a UDP entry point (its address ends in /udp): tollgate routes TCP only and does not listen on it")
 	}

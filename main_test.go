@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
 
@@ -344,6 +345,66 @@ providers:
 	a, _ := os.ReadFile(accessFile)
 	if !strings.Contains(string(a), `"router":"r@file"`) || strings.Contains(string(a), "client_ip") || strings.Contains(string(a), "127.0.0.1\"") {
 		t.Errorf("access log %s: want lines without the client's address", a)
+	}
+}
+
+// The arguments of Traefik's Helm chart: /ping on the traefik entry point
+// and /metrics on the metrics one (both ":port/tcp"), which proxy nothing,
+// beside a proxying entry point; the Ingress provider is accepted; the
+// health check finds /ping there. When the traefik entry point takes the
+// admin API's default port (the chart's :8080), one listener serves both,
+// the API to loopback clients (api.LocalOnly).
+func TestTraefikHelmChartArguments(t *testing.T) {
+	be := itest.EchoServer(t, "")
+	dir := t.TempDir()
+	dyn := echoRouteFile(t, dir, be, "web")
+	traefikEP, metricsEP, web, apiAddr := itest.FreeAddr(t), itest.FreeAddr(t), itest.FreeAddr(t), itest.FreeAddr(t)
+	chart := func(traefik string, extra ...string) []string {
+		return append([]string{"--global.checknewversion", "--global.sendanonymoususage",
+			"--entryPoints.metrics.address=" + metricsEP + "/tcp", "--entryPoints.traefik.address=" + traefik + "/tcp",
+			"--entryPoints.web.address=" + web + "/tcp", "--api.dashboard=true", "--ping=true",
+			"--metrics.prometheus=true", "--metrics.prometheus.entrypoint=metrics", "--providers.kubernetesingress",
+			"--providers.file.filename=" + dyn, "--log.level=INFO"}, extra...)
+	}
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	args := chart(traefikEP, "--api.address="+apiAddr)
+	stop := startForwarding(t, exec.Command(itest.Binary(t), args...), web)
+	if code, body := get("http://" + traefikEP + "/ping"); code != 200 || body != "OK" {
+		t.Errorf("/ping on the traefik entry point: %d %q", code, body)
+	}
+	if code, body := get("http://" + metricsEP + "/metrics"); code != 200 || !strings.Contains(body, "tollgate_") {
+		t.Errorf("/metrics on the metrics entry point: %d %.100q", code, body)
+	}
+	if code, _ := get("http://" + apiAddr + "/api/rawdata"); code != 200 {
+		t.Errorf("the admin API on api.address: %d", code)
+	}
+	hc, err := exec.Command(itest.Binary(t), append([]string{"healthcheck"}, args...)...).CombinedOutput()
+	if err != nil || !strings.Contains(string(hc), "OK") {
+		t.Errorf("healthcheck with the chart's arguments: %v %s", err, hc)
+	}
+	stop()
+
+	// The chart's traefik entry point on the API's default port.
+	ln, err := net.Listen("tcp", config.DefaultAPIAddress)
+	if err != nil {
+		t.Skipf("the collision with the default admin address needs %s free: %v", config.DefaultAPIAddress, err)
+	}
+	ln.Close()
+	stop = startForwarding(t, exec.Command(itest.Binary(t), chart(config.DefaultAPIAddress)...), web)
+	defer stop()
+	if code, body := get("http://" + config.DefaultAPIAddress + "/ping"); code != 200 || body != "OK" {
+		t.Errorf("/ping on the traefik entry point at the default admin address: %d %q", code, body)
+	}
+	if code, body := get("http://" + config.DefaultAPIAddress + "/api/rawdata"); code != 200 || !strings.Contains(body, "tcpRouters") {
+		t.Errorf("the admin API beside it, to a loopback client: %d %.100q", code, body)
 	}
 }
 

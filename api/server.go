@@ -3,6 +3,8 @@ package api
 import (
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -71,6 +73,21 @@ func PingOnly() http.Handler {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path+" (this listener serves /ping only: the admin API needs --api)")
 	})
 	return mux
+}
+
+// LocalOnly serves h to loopback clients, and the paths open to anyone;
+// anyone else gets 404, as from an address they cannot reach.
+func LocalOnly(h http.Handler, open ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !slices.Contains(open, r.URL.Path) {
+			ap, err := netip.ParseAddrPort(r.RemoteAddr)
+			if err != nil || !ap.Addr().Unmap().IsLoopback() {
+				writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path+" (the admin API answers loopback clients only: see api.insecure)")
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func ping(w http.ResponseWriter, _ *http.Request) {

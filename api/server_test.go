@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +164,34 @@ func wantStatuses(t *testing.T, addr string, want map[string]int) {
 		resp.Body.Close()
 		if resp.StatusCode != code {
 			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, code)
+		}
+	}
+}
+
+// LocalOnly serves its handler to loopback clients, and its open paths to
+// anyone; other clients get 404.
+func TestLocalOnly(t *testing.T) {
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "inner "+r.URL.Path) })
+	h := LocalOnly(inner, "/ping", "/metrics")
+	for _, tc := range []struct {
+		remote, path string
+		code         int
+	}{
+		{"127.0.0.1:5000", "/api/rawdata", 200},
+		{"[::1]:5000", "/api/rawdata", 200},
+		{"[::ffff:127.0.0.1]:5000", "/api/rawdata", 200},
+		{"10.0.0.5:5000", "/api/rawdata", 404},
+		{"10.0.0.5:5000", "/ping", 200},
+		{"10.0.0.5:5000", "/metrics", 200},
+		{"10.0.0.5:5000", "/ping/", 404},
+		{"garbage", "/api/rawdata", 404},
+	} {
+		r := httptest.NewRequest("GET", tc.path, nil)
+		r.RemoteAddr = tc.remote
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.code {
+			t.Errorf("%s from %s: %d, want %d (%s)", tc.path, tc.remote, w.Code, tc.code, w.Body)
 		}
 	}
 }

@@ -15,7 +15,8 @@ import (
 // --configFile, flags and TOLLGATE_* env vars (paerser), never reloaded.
 // Names follow Traefik's static configuration.
 type Static struct {
-	udpEntryPoints []string // left out by Validate (UDPEntryPoints)
+	udpEntryPoints      []string // left out by Validate (UDPEntryPoints)
+	internalEntryPoints []string // made internal by ResolveInternal
 
 	EntryPoints map[string]*EntryPoint `description:"Entry points definition." json:"entryPoints,omitempty" toml:"entryPoints,omitempty" yaml:"entryPoints,omitempty" export:"true"`
 	Providers   *Providers             `description:"Providers configuration." json:"providers,omitempty" toml:"providers,omitempty" yaml:"providers,omitempty" export:"true"`
@@ -605,11 +606,19 @@ type Core struct {
 }
 
 // Ping is Traefik's ping block. /ping is served by the admin listener
-// whenever it runs; --ping alone starts it, serving /ping only.
+// whenever it runs; --ping alone starts it, serving /ping only; and on the
+// entry point ping.entryPoint names (traefik by default) when it exists
+// (ResolveInternal).
 type Ping struct {
-	EntryPoint    string `description:"Accepted for Traefik compatibility: /ping is on the admin listener." json:"entryPoint,omitempty" toml:"entryPoint,omitempty" yaml:"entryPoint,omitempty" export:"true"`
+	EntryPoint    string `description:"Serve /ping on this entry point's address when it exists (it then proxies nothing); default traefik." json:"entryPoint,omitempty" toml:"entryPoint,omitempty" yaml:"entryPoint,omitempty" export:"true"`
 	ManualRouting bool   `description:"Accepted for Traefik compatibility (no effect)." json:"manualRouting,omitempty" toml:"manualRouting,omitempty" yaml:"manualRouting,omitempty" export:"true"`
+
+	address string // of the entry point ResolveInternal gave it
 }
+
+// Address is the address of the entry point /ping is served on
+// (ResolveInternal), or "".
+func (p *Ping) Address() string { return p.address }
 
 // DefaultAPIAddress is where the admin API listens unless told otherwise.
 const DefaultAPIAddress = "127.0.0.1:8080"
@@ -633,15 +642,15 @@ type Prometheus struct {
 	// --metrics.prometheus alone starts at 127.0.0.1:8080 serving only
 	// /metrics and /ping: the admin API (configuration, client IPs) needs --api.
 	Address string `description:"Serve /metrics on this address of its own ([host]:port) instead of the admin listener's." json:"address,omitempty" toml:"address,omitempty" yaml:"address,omitempty" export:"true"`
-	// The rest are Traefik's, accepted: tollgate's series always carry
-	// their router (and entry point or service where they have one), and
-	// its connection durations have buckets of their own (README,
-	// "Metrics").
+	// EntryPoint is applied (ResolveInternal); the rest are Traefik's,
+	// accepted: tollgate's series always carry their router (and entry
+	// point or service where they have one), and its connection durations
+	// have buckets of their own (README, "Metrics").
 	AddEntryPointsLabels bool              `description:"Accepted for Traefik compatibility: the series carry their entry point where they have one." json:"addEntryPointsLabels,omitempty" toml:"addEntryPointsLabels,omitempty" yaml:"addEntryPointsLabels,omitempty" export:"true"`
 	AddRoutersLabels     bool              `description:"Accepted for Traefik compatibility: the series carry their router." json:"addRoutersLabels,omitempty" toml:"addRoutersLabels,omitempty" yaml:"addRoutersLabels,omitempty" export:"true"`
 	AddServicesLabels    bool              `description:"Accepted for Traefik compatibility: the series carry their service where they have one." json:"addServicesLabels,omitempty" toml:"addServicesLabels,omitempty" yaml:"addServicesLabels,omitempty" export:"true"`
 	Buckets              []float64         `description:"Accepted for Traefik compatibility: HTTP request durations; connection durations have tollgate's buckets (warning)." json:"buckets,omitempty" toml:"buckets,omitempty" yaml:"buckets,omitempty" export:"true"`
-	EntryPoint           string            `description:"Accepted for Traefik compatibility: /metrics is on the admin listener or metrics.prometheus.address." json:"entryPoint,omitempty" toml:"entryPoint,omitempty" yaml:"entryPoint,omitempty" export:"true"`
+	EntryPoint           string            `description:"Serve /metrics on this entry point's address when it exists and metrics have no address (it then proxies nothing); default traefik." json:"entryPoint,omitempty" toml:"entryPoint,omitempty" yaml:"entryPoint,omitempty" export:"true"`
 	ManualRouting        bool              `description:"Accepted for Traefik compatibility (no effect)." json:"manualRouting,omitempty" toml:"manualRouting,omitempty" yaml:"manualRouting,omitempty" export:"true"`
 	HeaderLabels         map[string]string `description:"Accepted for Traefik compatibility: HTTP headers." json:"headerLabels,omitempty" toml:"headerLabels,omitempty" yaml:"headerLabels,omitempty" export:"true"`
 }
@@ -747,12 +756,73 @@ func (s *Static) ResolveInsecureAPI() error {
 	return nil
 }
 
+// ResolveInternal applies Traefik's metrics.prometheus.entryPoint and
+// ping.entryPoint (both traefik by default), after ResolveInsecureAPI: the
+// entry point one names, when it exists, is internal, as Traefik's: /metrics
+// (with /ping) or /ping alone is served on its address, and it proxies
+// nothing. Metrics with an address of their own keep it. Validate calls it;
+// so does `tollgate healthcheck`, to ask the address /ping is on
+// (PingAddress).
+func (s *Static) ResolveInternal() {
+	taken := map[string]string{}
+	take := func(name string) (string, bool) {
+		if name == "" {
+			name = InsecureAPIEntryPoint
+		}
+		if addr, ok := taken[name]; ok {
+			return addr, true
+		}
+		ep, ok := s.EntryPoints[name]
+		if !ok || ep == nil {
+			return "", false
+		}
+		addr, _ := splitProtocol(ep.Address)
+		taken[name] = addr
+		s.internalEntryPoints = append(s.internalEntryPoints, name)
+		delete(s.EntryPoints, name)
+		return addr, true
+	}
+	if m := s.Metrics; m != nil && m.Prometheus != nil && m.Prometheus.Address == "" {
+		if addr, ok := take(m.Prometheus.EntryPoint); ok {
+			m.Prometheus.Address = addr
+		}
+	}
+	if p := s.Ping; p != nil {
+		if addr, ok := take(p.EntryPoint); ok {
+			p.address = addr
+		}
+	}
+}
+
+// InternalEntryPoints are the entry points ResolveInternal made internal.
+func (s *Static) InternalEntryPoints() []string {
+	out := slices.Clone(s.internalEntryPoints)
+	slices.Sort(out)
+	return out
+}
+
+// PingAddress is where a running tollgate answers /ping: ping.entryPoint's
+// address, else the admin API's, else the metrics listener's, else the
+// default admin address (--ping alone).
+func (s *Static) PingAddress() string {
+	switch {
+	case s.Ping != nil && s.Ping.address != "":
+		return s.Ping.address
+	case s.API != nil && s.API.Address != "":
+		return s.API.Address
+	case s.Metrics != nil && s.Metrics.Prometheus != nil && s.Metrics.Prometheus.Address != "":
+		return s.Metrics.Prometheus.Address // the metrics listener answers /ping too
+	}
+	return DefaultAPIAddress
+}
+
 // Validate checks the static configuration and names the offending key and
 // value in its error.
 func (s *Static) Validate() error {
 	if err := s.ResolveInsecureAPI(); err != nil {
 		return err
 	}
+	s.ResolveInternal()
 	if len(s.EntryPoints) == 0 {
 		return fmt.Errorf("no entry point configured: set --entryPoints.<name>.address=[host]:port")
 	}

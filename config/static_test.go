@@ -233,3 +233,51 @@ entryPoints:
 		t.Errorf("UDP alone: %v", err)
 	}
 }
+
+// ping.entryPoint and metrics.prometheus.entryPoint (traefik by default)
+// make the entry point they name internal: its address serves /ping or
+// /metrics, and it is no proxy entry point; api.insecure takes traefik
+// first, and metrics with an address keep it.
+func TestInternalEntryPoints(t *testing.T) {
+	for _, tc := range []struct {
+		args                string
+		metrics, ping, rest string
+		pingAddr, internal  string
+	}{
+		// Traefik's Helm chart.
+		{"--entryPoints.traefik.address=:8080/tcp --entryPoints.metrics.address=:9100/tcp --entryPoints.web.address=:8000/tcp --ping --metrics.prometheus --metrics.prometheus.entryPoint=metrics --api.dashboard",
+			":9100", ":8080", "web", ":8080", "metrics traefik"},
+		// Both on traefik by default: the metrics listener answers /ping.
+		{"--entryPoints.traefik.address=:8080 --entryPoints.db.address=:5432 --ping --metrics.prometheus",
+			":8080", ":8080", "db", ":8080", "traefik"},
+		// No such entry point: as before.
+		{"--entryPoints.db.address=:5432 --ping", "", "", "db", DefaultAPIAddress, ""},
+		// api.insecure takes traefik first: /ping and /metrics with the API.
+		{"--entryPoints.traefik.address=:8081 --entryPoints.db.address=:5432 --ping --api.insecure --metrics.prometheus",
+			"", "", "db", ":8081", ""},
+		// Metrics with an address of their own keep it; ping takes traefik.
+		{"--entryPoints.traefik.address=:8081 --entryPoints.db.address=:5432 --ping --metrics.prometheus.address=127.0.0.1:9100",
+			"127.0.0.1:9100", ":8081", "db", ":8081", "traefik"},
+	} {
+		c := NewCommand()
+		if err := flag.Decode(strings.Fields(tc.args), c); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%s: %v", tc.args, err)
+		}
+		metrics := ""
+		if c.Metrics != nil && c.Metrics.Prometheus != nil {
+			metrics = c.Metrics.Prometheus.Address
+		}
+		var eps []string
+		for n := range c.EntryPoints {
+			eps = append(eps, n)
+		}
+		if metrics != tc.metrics || c.Ping.Address() != tc.ping || strings.Join(eps, " ") != tc.rest ||
+			c.PingAddress() != tc.pingAddr || strings.Join(c.InternalEntryPoints(), " ") != tc.internal {
+			t.Errorf("%s:\nmetrics %q ping %q entry points %v ping address %q internal %v\nwant %q %q %q %q %q",
+				tc.args, metrics, c.Ping.Address(), eps, c.PingAddress(), c.InternalEntryPoints(), tc.metrics, tc.ping, tc.rest, tc.pingAddr, tc.internal)
+		}
+	}
+}

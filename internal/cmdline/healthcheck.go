@@ -32,14 +32,8 @@ func Healthcheck() *cli.Command {
 			if err := cmd.ResolveInsecureAPI(); err != nil {
 				return err
 			}
-			addr := config.DefaultAPIAddress
-			switch {
-			case cmd.API != nil && cmd.API.Address != "":
-				addr = cmd.API.Address
-			case cmd.API == nil && cmd.Metrics != nil && cmd.Metrics.Prometheus != nil && cmd.Metrics.Prometheus.Address != "":
-				addr = cmd.Metrics.Prometheus.Address // the metrics listener answers /ping too
-			}
-			if err := ping(addr); err != nil {
+			cmd.ResolveInternal()
+			if err := ping(cmd.PingAddress()); err != nil {
 				fmt.Fprintln(os.Stderr, "tollgate healthcheck: "+err.Error())
 				os.Exit(1)
 			}
