@@ -2,6 +2,7 @@ package itest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os/exec"
 	"sync"
@@ -69,13 +70,25 @@ func (p *Proc) signal(sig syscall.Signal, wait time.Duration) bool {
 // FreePort returns a loopback port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Below the kernel's ephemeral range (32768-60999 by default): a port
+	// from it, closed again here, may be taken by any process's next
+	// outgoing connection before the test listens on it (seen in CI:
+	// "bind: address already in use" on a port FreeAddr gave).
+	for range 100 {
+		port := freeLow + rand.IntN(freeHigh-freeLow)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free port in %d-%d after 100 tries", freeLow, freeHigh-1)
+	return 0
 }
+
+// The ports FreePort picks from.
+const freeLow, freeHigh = 20000, 32768
 
 // Ready polls ready every 20 ms until it returns nil, the process exits, or
 // within passes.

@@ -161,12 +161,7 @@ func (g *Tollgate) GetJSON(t testing.TB, path string, v any) {
 // FreeAddr returns a loopback address with a port that was free a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 }
 
 // EchoServer listens on addr ("" for a free loopback port), echoes every
