@@ -394,9 +394,7 @@ func TestTraefikHelmChartArguments(t *testing.T) {
 
 	// The chart's traefik entry point on the API's default port.
 	ln, err := net.Listen("tcp", config.DefaultAPIAddress)
-	if err != nil {
-		t.Skipf("the collision with the default admin address needs %s free: %v", config.DefaultAPIAddress, err)
-	}
+	itest.Need(t, "the default admin address "+config.DefaultAPIAddress+" (free, for the collision with it)", err)
 	ln.Close()
 	stop = startForwarding(t, exec.Command(itest.Binary(t), chart(config.DefaultAPIAddress)...), web)
 	defer stop()
