@@ -224,13 +224,18 @@ func TestUpgradeUnderLoadHandsOverSlowHeaders(t *testing.T) {
 	itest.StopAtCleanup(t, v.PID)
 	time.Sleep(300 * time.Millisecond) // load after it
 	load.end(t, "connections")
+	if v.PID == g.PID() {
+		t.Fatalf("the API still answers from the old process: %+v", v)
+	}
+	// The command says what the old process sent; the new one counts what
+	// it has taken in, which may come a moment later (seen in CI: 4 sent,
+	// 0 counted yet when the view was read at once).
+	itest.Eventually(t, 5*time.Second, func() bool {
+		v = processView(t, g.API)
+		return v.Received != nil && v.Received.Unrouted > 0 &&
+			strings.Contains(string(out), fmt.Sprintf("; %d not yet routed moved to it", v.Received.Unrouted))
+	}, "the new process's view %+v: no connection was handed over between its header's parts, or not as many as tollgate upgrade said (%q)", &v, out)
 	t.Logf("%d handed over unrouted; tollgate upgrade said %q", v.Received.Unrouted, out)
-	if v.PID == g.PID() || v.Received.Unrouted == 0 {
-		t.Fatalf("the new process's view %+v: no connection was handed over between its header's parts", v.Received)
-	}
-	if want := fmt.Sprintf("; %d not yet routed moved to it", v.Received.Unrouted); !strings.Contains(string(out), want) {
-		t.Fatalf("tollgate upgrade said %q, want it to end with %q", out, want)
-	}
 }
 
 // clientLoad is n clients each calling once in a loop (at most count times
