@@ -38,6 +38,13 @@ func (c *checker) dynamic(path, ext, content string, doc *yaml.Node) {
 		c.add(p)
 		return
 	}
+	for _, ig := range pfile.IgnoredSections(rendered, ext) {
+		p := Problem{File: path, Key: ig.Section, Severity: SeverityWarning, Message: ig.Message()}
+		if rendered == content {
+			p.Line = ig.Line // else a line of the text the template renders
+		}
+		c.add(p)
+	}
 	if d.TCP == nil && d.TLS == nil {
 		return
 	}

@@ -264,12 +264,13 @@ func isConfigFile(path string) bool {
 func (p *Provider) Load() provider.Message {
 	m := provider.Message{ProviderName: Name}
 	if p.cfg.Filename != "" {
-		d, err := p.decodeFile(p.cfg.Filename)
+		d, ignored, err := p.decodeFile(p.cfg.Filename)
 		if err != nil {
 			m.Err = err
 			return m
 		}
-		d, warning := p.keepIfEmpty(p.cfg.Filename, d)
+		m.Warnings = append(m.Warnings, ignored...)
+		d, warning := p.keepIfEmpty(p.cfg.Filename, d, len(ignored) > 0)
 		if warning != "" {
 			m.Warnings = append(m.Warnings, warning)
 		}
@@ -300,12 +301,13 @@ func (p *Provider) Load() provider.Message {
 	for _, n := range names {
 		path := filepath.Join(p.cfg.Directory, n)
 		seen[path] = true
-		d, err := p.decodeFile(path)
+		d, ignored, err := p.decodeFile(path)
 		if err != nil {
 			m.Err = err
 			return m
 		}
-		d, warning := p.keepIfEmpty(path, d)
+		m.Warnings = append(m.Warnings, ignored...)
+		d, warning := p.keepIfEmpty(path, d, len(ignored) > 0)
 		if warning != "" {
 			m.Warnings = append(m.Warnings, warning)
 		}
@@ -347,10 +349,16 @@ func prefixed(path string, problems []TLSFileError) []string {
 
 // keepIfEmpty returns d, remembering it as path's last good configuration,
 // or, when d holds no dynamic configuration, path's last good one (nil if
-// none) and a warning saying which.
-func (p *Provider) keepIfEmpty(path string, d *config.Dynamic) (*config.Dynamic, string) {
-	if !isEmpty(d) {
+// none) and a warning saying which: a file caught empty is most likely
+// being written. ignored: the file has sections tollgate does not read, so
+// it is written as meant (a Traefik file with only HTTP routers): it applies,
+// configuring nothing, with a warning.
+func (p *Provider) keepIfEmpty(path string, d *config.Dynamic, ignored bool) (*config.Dynamic, string) {
+	if !isEmpty(d) || ignored {
 		p.lastGood[path] = goodConfig{d: d, at: time.Now()}
+		if isEmpty(d) {
+			return d, fmt.Sprintf("file %q has no tcp or tls configuration: nothing from it is served", path)
+		}
 		return d, ""
 	}
 	if g, ok := p.lastGood[path]; ok {
@@ -377,33 +385,80 @@ func isEmpty(d *config.Dynamic) bool {
 // as a template first (Decode). Keys are case-insensitive; an unknown key is
 // an error naming it and the file.
 func DecodeFile(path string) (*config.Dynamic, error) {
-	d, _, err := decodeFile(path)
+	d, _, _, err := decodeFile(path)
 	return d, err
 }
 
-func decodeFile(path string) (d *config.Dynamic, rendered string, err error) {
+// decodeFile is DecodeFile, with the text decoded and whether the file was
+// a template (the text is what it rendered).
+func decodeFile(path string) (d *config.Dynamic, text string, templated bool, err error) {
 	if !isConfigFile(path) {
-		return nil, "", fmt.Errorf("file %q: unsupported extension (use .yml, .yaml or .toml)", path)
+		return nil, "", false, fmt.Errorf("file %q: unsupported extension (use .yml, .yaml or .toml)", path)
 	}
 	content, err := os.ReadFile(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("reading %q: %w", path, err)
+		return nil, "", false, fmt.Errorf("reading %q: %w", path, err)
 	}
-	d, rendered, err = Decode(string(content), filepath.Ext(path), path)
-	if err == nil && rendered == string(content) {
-		rendered = ""
-	}
-	return d, rendered, err
+	d, text, err = Decode(string(content), filepath.Ext(path), path)
+	return d, text, err == nil && text != string(content), err
 }
 
 // decodeFile is DecodeFile, logging what a template rendered at debug level
-// with debugLogGeneratedTemplate, as Traefik does.
-func (p *Provider) decodeFile(path string) (*config.Dynamic, error) {
-	d, rendered, err := decodeFile(path)
-	if rendered != "" && p.cfg.DebugLogGeneratedTemplate {
-		p.log.Debug().Str("filename", path).Msg("Template content: " + rendered)
+// with debugLogGeneratedTemplate, as Traefik does; it returns the warnings
+// about the file's sections tollgate does not read (Ignored).
+func (p *Provider) decodeFile(path string) (*config.Dynamic, []string, error) {
+	d, text, templated, err := decodeFile(path)
+	if err != nil {
+		return nil, nil, err
 	}
-	return d, err
+	if templated && p.cfg.DebugLogGeneratedTemplate {
+		p.log.Debug().Str("filename", path).Msg("Template content: " + text)
+	}
+	var warnings []string
+	for _, ig := range IgnoredSections(text, filepath.Ext(path)) {
+		if templated {
+			ig.Line = 0 // a line of the rendered text, not of the file
+		}
+		warnings = append(warnings, ig.In(path))
+	}
+	return d, warnings, nil
+}
+
+// Ignored is a top-level section of a dynamic file that tollgate does not
+// read: Traefik's http or udp (HTTP routers and services, UDP), as the KV
+// provider says of <root>/http and <root>/udp. A Traefik file that holds
+// them beside its tcp section applies without them.
+type Ignored struct {
+	Section string // as written ("http", "HTTP", "udp")
+	Line    int    // 1-based, in the text decoded; 0 when not placed
+}
+
+// Message says what is ignored, without the location.
+func (ig Ignored) Message() string {
+	return fmt.Sprintf("tollgate routes TCP only: the %s section is ignored", strings.ToLower(ig.Section))
+}
+
+// In is the warning for the file at path.
+func (ig Ignored) In(path string) string {
+	loc := fmt.Sprintf("file %q", path)
+	if ig.Line > 0 {
+		loc += fmt.Sprintf(", line %d", ig.Line)
+	}
+	return loc + ": " + ig.Message()
+}
+
+// IgnoredSections returns the http and udp sections written at the top of a
+// dynamic file's decoded text (YAML or TOML, by ext), in the order of their
+// lines. The file provider warns of each and tollgate check reports each.
+func IgnoredSections(text, ext string) []Ignored {
+	var out []Ignored
+	for _, s := range []string{"http", "udp"} {
+		if written, line := decodeerr.Find(text, ext, []string{s}); written != "" {
+			out = append(out, Ignored{Section: written, Line: line})
+		}
+	}
+	slices.SortFunc(out, func(a, b Ignored) int { return a.Line - b.Line })
+	return out
 }
 
 // Decode renders a dynamic file's content as a template (Render) and

@@ -3,8 +3,10 @@ package file
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,9 +110,22 @@ func FuzzDecodeContent(f *testing.F) {
 	f.Add("[tcp.middlewares.m.inFlightConn]\namount = 10\n", ".toml")
 	f.Add("tcp: [1, 2]\n", ".yml")
 	f.Add("tcp:\n  services:\n    s:\n      loadBalancer:\n        servers: {a: 1}\n", ".yml")
+	f.Add("http:\n  routers: {}\nudp: 1\ntcp: {}\n", ".yml")
+	f.Add("[http.routers.r]\nrule = 1\n[udp]\n", ".toml")
 	f.Fuzz(func(t *testing.T, content, ext string) {
 		if ext != ".yml" && ext != ".toml" {
 			ext = ".yml"
+		}
+		// The sections tollgate does not read are found in any text, each
+		// once, in line order.
+		ignored := IgnoredSections(content, ext)
+		for i, ig := range ignored {
+			if s := strings.ToLower(ig.Section); s != "http" && s != "udp" || ig.Line < 1 || i > 0 && ig.Line < ignored[i-1].Line {
+				t.Fatalf("ignored sections %+v", ignored)
+			}
+		}
+		if len(ignored) > 2 {
+			t.Fatalf("ignored sections %+v", ignored)
 		}
 		d, err := DecodeContent(content, ext, "fuzz"+ext)
 		if err != nil {
@@ -336,5 +351,52 @@ func TestDecodeSharedStore(t *testing.T) {
 		if m := d.TCP.Middlewares["m"].InFlightConn; m.Amount != 10 || m.Store != "shared" || m.FailureMode != "open" {
 			t.Fatalf("%s decoded %+v", in.ext, m)
 		}
+	}
+}
+
+// A Traefik file's http and udp sections are not read (tollgate routes TCP
+// only), as the KV provider says of <root>/http and <root>/udp: its tcp
+// section applies, with a warning per section that names the file and line.
+// A file with nothing but those sections is written as meant, not caught
+// half-written: it applies, serving nothing from it, instead of keeping the
+// file's last configuration as an emptied file does.
+func TestHTTPAndUDPSectionsAreIgnoredWithAWarning(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "traefik.yml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const httpPart = "http:\n  routers:\n    web:\n      rule: Host(`a`)\n      service: web\n  services:\n    web:\n      loadBalancer:\n        servers:\n          - url: http://127.0.0.1:80\n"
+	const udpPart = "UDP:\n  services:\n    dns:\n      loadBalancer:\n        servers:\n          - address: 127.0.0.1:53\n"
+	const tcpPart = "tcp:\n  middlewares:\n    m:\n      inFlightConn:\n        amount: 7\n"
+	write(httpPart + tcpPart + udpPart)
+	p := New(&config.FileProvider{Filename: path}, zerolog.Nop())
+	m := p.Load()
+	want := []string{
+		fmt.Sprintf("file %q, line 1: tollgate routes TCP only: the http section is ignored", path),
+		fmt.Sprintf("file %q, line 16: tollgate routes TCP only: the udp section is ignored", path),
+	}
+	if m.Err != nil || amountOf(m) != 7 || !slices.Equal(m.Warnings, want) || len(m.Problems) != 0 {
+		t.Fatalf("amount %d, err %v, warnings %q, problems %q; want 7 and warnings %q", amountOf(m), m.Err, m.Warnings, m.Problems, want)
+	}
+
+	write(httpPart)
+	m = p.Load()
+	if m.Err != nil || !isEmpty(m.Configuration) || len(m.Warnings) != 2 ||
+		!strings.HasSuffix(m.Warnings[1], "has no tcp or tls configuration: nothing from it is served") {
+		t.Fatalf("http only: err %v, configuration %+v, warnings %q; want nothing served, said", m.Err, m.Configuration, m.Warnings)
+	}
+
+	toml := filepath.Join(dir, "traefik.toml")
+	if err := os.WriteFile(toml, []byte("[tcp.middlewares.m.inFlightConn]\n  amount = 3\n\n[http.routers.web]\n  rule = \"Host(`a`)\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m = New(&config.FileProvider{Filename: toml}, zerolog.Nop()).Load()
+	want = []string{fmt.Sprintf("file %q, line 4: tollgate routes TCP only: the http section is ignored", toml)}
+	if m.Err != nil || amountOf(m) != 3 || !slices.Equal(m.Warnings, want) {
+		t.Fatalf("TOML: amount %d, err %v, warnings %q; want 3 and %q", amountOf(m), m.Err, m.Warnings, want)
 	}
 }
