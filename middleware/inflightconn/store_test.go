@@ -287,7 +287,12 @@ func FuzzCheckEndpoint(f *testing.F) {
 func TestSharedClusterAndSentinel(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		dir := t.TempDir()
-		srv := itest.StartRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir)
+		// The cluster bus listens on a port of its own: by default the
+		// server's port + 10000, which lands in the kernel's ephemeral range,
+		// where an outgoing connection may hold it (CI: "bind: Address already
+		// in use" on 39012). So it is picked like the server's.
+		srv := itest.StartRedis(t, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(itest.FreePort(t)),
+			"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir)
 		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, DisableIdentity: true})
 		defer c.Close()
 		if err := c.ClusterAddSlotsRange(context.Background(), 0, 16383).Err(); err != nil {
