@@ -170,6 +170,7 @@ func connRateCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
 		s.report("", m)
 		if pc := cpu.stop(m); pc > 0 && s.ok > 0 {
 			m["proxy_cpu_us_per_conn"] = round(pc*1e6/float64(s.ok), 1)
+			m["proxy_ctx_switches_per_conn"] = round(float64(m["proxy_ctx_switches"].(int64))/float64(s.ok), 3)
 		}
 		return &Result{Metrics: m, human: humanf(
 			fmt.Sprintf("%.0f conns/s", m["conns_per_s"]),

@@ -123,6 +123,27 @@ func cpuSeconds(root int) float64 {
 	return float64(ticks) / clkTck
 }
 
+// contextSwitches returns the voluntary and involuntary context switches of
+// every thread of root's live process tree (/proc/PID/task/TID/status).
+// Threads that exited no longer count: the peers here keep theirs.
+func contextSwitches(root int) int64 {
+	if root <= 0 {
+		return 0
+	}
+	var n int64
+	for _, pid := range procTree(root) {
+		tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/[0-9]*/status")
+		for _, t := range tasks {
+			for _, key := range []string{"voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"} {
+				if v, ok := kibField(t, key); ok {
+					n += v
+				}
+			}
+		}
+	}
+	return n
+}
+
 // hostCPU is a /proc/stat snapshot for the machine's busy share.
 type hostCPU struct{ busy, total int64 }
 
@@ -153,24 +174,26 @@ func (h hostCPU) busyPctSince(prev hostCPU) float64 {
 	return 100 * float64(h.busy-prev.busy) / float64(h.total-prev.total)
 }
 
-// cpuMeter measures the proxy's CPU, loadgen's own and the host's busy
-// share over an interval.
+// cpuMeter measures the proxy's CPU and context switches, loadgen's own
+// CPU and the host's busy share over an interval.
 type cpuMeter struct {
 	pid         int
 	proxy, self float64
+	switches    int64
 	host        hostCPU
 }
 
 func startCPU(pid int) cpuMeter {
-	return cpuMeter{pid: pid, proxy: cpuSeconds(pid), self: cpuSeconds(os.Getpid()), host: readHostCPU()}
+	return cpuMeter{pid: pid, proxy: cpuSeconds(pid), switches: contextSwitches(pid), self: cpuSeconds(os.Getpid()), host: readHostCPU()}
 }
 
-// stop records proxy_cpu_s (with a proxy), loadgen_cpu_s and
-// host_cpu_busy_pct, and returns the proxy's CPU seconds.
+// stop records proxy_cpu_s and proxy_ctx_switches (with a proxy),
+// loadgen_cpu_s and host_cpu_busy_pct, and returns the proxy's CPU seconds.
 func (c cpuMeter) stop(m map[string]any) (proxyCPU float64) {
 	if c.pid > 0 {
 		proxyCPU = cpuSeconds(c.pid) - c.proxy
 		m["proxy_cpu_s"] = round(proxyCPU, 2)
+		m["proxy_ctx_switches"] = contextSwitches(c.pid) - c.switches
 	}
 	m["loadgen_cpu_s"] = round(cpuSeconds(os.Getpid())-c.self, 2)
 	m["host_cpu_busy_pct"] = round(readHostCPU().busyPctSince(c.host), 1)

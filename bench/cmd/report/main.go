@@ -39,6 +39,7 @@ var rows = []row{
 	{"conn-rate", "p50_ms", "conn-rate: p50 ms", "%.2f"},
 	{"conn-rate", "p99_ms", "conn-rate: p99 ms", "%.2f"},
 	{"conn-rate", "proxy_cpu_us_per_conn", "conn-rate: proxy CPU µs/conn", "%.1f"},
+	{"conn-rate", "proxy_ctx_switches_per_conn", "conn-rate: proxy context switches/conn", "%.2f"},
 	{"conn-rate", "errors", "conn-rate: errors", "%.0f"},
 	{"conn-rate", "host_cpu_busy_pct", "conn-rate: host CPU busy %", "%.0f"},
 	{"tls-handshake", "handshakes_per_s", "tls-handshake: full handshakes/s", "%.0f"},
@@ -50,6 +51,7 @@ var rows = []row{
 	{"rr", "p50_ms", "rr: p50 ms", "%.3f"},
 	{"rr", "p99_ms", "rr: p99 ms", "%.3f"},
 	{"rr", "proxy_cpu_us_per_rt", "rr: proxy CPU µs/round trip", "%.2f"},
+	{"rr", "proxy_ctx_switches_per_rt", "rr: proxy context switches/round trip", "%.3f"},
 	{"rr", "errors", "rr: errors", "%.0f"},
 
 	{"pgbench", "tps", "pgbench -S: transactions/s", "%.0f"},
