@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
 
 // hcBackend answers health probes ("PING\n" -> "PONG") while healthy and
@@ -335,9 +336,7 @@ func TestHealthProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close() // accepts (in the backlog) and never answers
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := itest.RefusedAddr(t)
 	_, aPort, _ := net.SplitHostPort(a.addr())
 	aPortN, _ := strconv.Atoi(aPort)
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
 
 func singleRouter(be string, mws map[string]*config.TCPMiddleware, chain ...string) *config.TCPConfiguration {
@@ -291,9 +292,7 @@ func greeting(t *testing.T, src, addr string) string {
 func TestRoundRobinAndDialFailover(t *testing.T) {
 	a := startBackend(t, "A")
 	b := startBackend(t, "B")
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := itest.RefusedAddr(t)
 	s := newTestServer(t, "tcp")
 	apply(s, "file", &config.TCPConfiguration{
 		Routers:  map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "s"}},

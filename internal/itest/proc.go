@@ -90,6 +90,28 @@ func FreePort(t testing.TB) int {
 // The ports FreePort picks from.
 const freeLow, freeHigh = 20000, 32768
 
+// RefusedAddr returns a loopback address that refuses connections for the
+// rest of the test: a socket is bound there and does not listen, so that
+// no other process can listen on the port meanwhile (a port closed again,
+// the usual way to get one, may be taken by any listener before the test
+// dials it).
+func RefusedAddr(t testing.TB) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+}
+
 // Ready polls ready every 20 ms until it returns nil, the process exits, or
 // within passes.
 func Ready(p *Proc, within time.Duration, ready func() error) error {

@@ -2,7 +2,6 @@ package kubernetescrd
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/provider"
 )
 
@@ -19,12 +19,7 @@ import (
 // does not answer reports Message.Err (naming the resource) instead of
 // staying silent, and stops when its context ends.
 func TestRunReportsUnreachableServer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
+	addr := itest.RefusedAddr(t) // nothing listens there
 
 	p, err := New(&config.KubernetesCRDProvider{Endpoint: "http://" + addr, Token: "t"}, zerolog.Nop())
 	if err != nil {
