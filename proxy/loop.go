@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -57,6 +58,11 @@ type engine struct {
 	started bool
 	once    sync.Once
 	balance sync.Mutex // serializes the loops' shed decisions (loop.rebalance)
+
+	// goWork counts what goroutines did for the engine's connections
+	// (goserve.go): a connection taken off the loops, a read by a copy
+	// goroutine. While it moves, the loops wait in Go's poller (loop.wait).
+	goWork atomic.Uint64
 }
 
 // loopCount is how many loops a Server runs; 0 until SpareP, which sets it:
@@ -99,7 +105,7 @@ func newEngine(n int, log zerolog.Logger) (*engine, error) {
 		e.loops = append(e.loops, l)
 	}
 	for _, l := range e.loops {
-		l.peers, l.balance = e.loops, &e.balance
+		l.peers, l.balance, l.goWork = e.loops, &e.balance, &e.goWork
 	}
 	return e, nil
 }
@@ -150,6 +156,7 @@ func (e *engine) stop() {
 
 func (e *engine) close() {
 	for _, l := range e.loops {
+		l.unpark()
 		_ = unix.Close(l.epfd)
 		_ = unix.Close(l.wakefd)
 	}
@@ -179,6 +186,18 @@ type loop struct {
 	pipeSize  int // the size asked of new pipes
 	stopping  bool
 	live      int // connections on this loop
+
+	// Waiting in Go's poller (wait): goWork is the engine's count of
+	// goroutines' work, goWorkSeen its value at the last wait; parkUntil is
+	// the loop clock until which the loop waits in the poller; parked is a
+	// duplicate of epfd registered there meanwhile, with its RawConn and
+	// read deadline.
+	goWork     *atomic.Uint64
+	goWorkSeen uint64
+	parkUntil  int64
+	parked     *os.File
+	parkedRaw  syscall.RawConn
+	deadline   time.Time
 
 	// Balance (rebalance): load is live, published for the other loops;
 	// shed says this loop has taken its listeners out of its set so that
@@ -246,17 +265,50 @@ func (l *loop) post(f func(*loop)) {
 // mono is the loop's clock: nanoseconds since the loop was made, monotonic.
 func (l *loop) mono() int64 { return int64(time.Since(l.base)) }
 
-// wait blocks until the next batch of events, or until the next timer is
-// due. The loop blocks in epoll_wait on its own thread: the P it leaves is
-// not taken from it while a spare one is idle (SpareP), so it resumes
-// without a hand-off. Measured against parking in Go's own poller on the
-// epoll descriptor (one more epoll call and a goroutine wake-up per batch):
-// the same connection rate, and less CPU per small round trip and per bulk
-// gigabyte (ARCHITECTURE.md).
+// Waiting. A loop with nothing to do waits in one of two ways, chosen
+// anew before each wait:
+//
+//   - It blocks in epoll_wait on its own thread, the P it leaves not taken
+//     from it while a spare one is idle (SpareP), so it resumes without a
+//     hand-off. This is the cheaper way while the loops do all the work:
+//     measured against the poller, the same connection rate and less CPU per
+//     small round trip and per bulk gigabyte (bench/README.md).
+//   - While goroutines work for the engine's connections (TLS handshakes
+//     and the copies of TLS connections: goserve.go), and for parkFor after
+//     they last did, it parks in Go's poller on a duplicate of its epoll
+//     descriptor instead, holding no P. Goroutines then want the Ps the
+//     blocked loops hold: the runtime's monitor takes them from the loops'
+//     threads every 20 µs and the loops take them back through the
+//     scheduler, a thread hand-off each time. Parked, the loops leave their
+//     Ps to the handshakes: more handshakes per second at less CPU each, and
+//     a third fewer context switches (bench/README.md). An idle TLS
+//     connection does not keep the loops parked.
+//
+// The duplicate is in Go's poller only while the loop parks: left there, it
+// wakes the runtime's poller for every batch of the loop's events (0.83x
+// the round trips at 1.3x the CPU each, measured).
+const parkFor = time.Second
+
+// wait returns the next batch of events, or none when the next timer is
+// due.
 func (l *loop) wait() (int, error) {
+	now := l.mono()
+	if l.goWork != nil {
+		if w := l.goWork.Load(); w != l.goWorkSeen {
+			l.goWorkSeen, l.parkUntil = w, now+int64(parkFor)
+		}
+	}
+	if now < l.parkUntil {
+		if n, err, ok := l.waitParked(); ok {
+			return n, err
+		}
+		l.parkUntil = 0 // the poller cannot watch it: block, until goroutines work again
+	} else if l.parked != nil {
+		l.unpark()
+	}
 	timeout := -1
 	if len(l.timers) > 0 {
-		d := l.timers[0].at - l.mono()
+		d := l.timers[0].at - now
 		if d <= 0 {
 			timeout = 0
 		} else {
@@ -264,6 +316,66 @@ func (l *loop) wait() (int, error) {
 		}
 	}
 	return unix.EpollWait(l.epfd, l.events, timeout)
+}
+
+// waitParked waits for the next batch of events (or the next timer) in
+// Go's poller; ok is false when the epoll descriptor cannot be put there.
+func (l *loop) waitParked() (n int, err error, ok bool) {
+	if l.parked == nil && !l.park() {
+		return 0, nil, false
+	}
+	var dl time.Time
+	if len(l.timers) > 0 {
+		dl = l.base.Add(time.Duration(l.timers[0].at))
+	}
+	if !dl.Equal(l.deadline) {
+		_ = l.parked.SetReadDeadline(dl)
+		l.deadline = dl
+	}
+	var werr error
+	rerr := l.parkedRaw.Read(func(uintptr) bool {
+		n, werr = epollNow(l.epfd, l.events)
+		return n > 0 || werr != nil && werr != unix.EINTR
+	})
+	if errors.Is(rerr, os.ErrDeadlineExceeded) {
+		l.deadline = time.Time{} // expired: set again next time
+		_ = l.parked.SetReadDeadline(time.Time{})
+		return 0, nil, true
+	}
+	if rerr != nil {
+		return 0, rerr, true
+	}
+	return n, werr, true
+}
+
+// park registers a duplicate of the loop's epoll descriptor in Go's poller.
+func (l *loop) park() bool {
+	fd, err := unix.FcntlInt(uintptr(l.epfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	// O_NONBLOCK is the open file's, shared with epfd: epoll_wait does not
+	// look at it, and os.NewFile needs it to use the poller.
+	if err := unix.SetNonblock(fd, true); err != nil {
+		_ = unix.Close(fd)
+		return false
+	}
+	f := os.NewFile(uintptr(fd), "epoll")
+	raw, err := f.SyscallConn()
+	if err != nil {
+		_ = f.Close()
+		return false
+	}
+	l.parked, l.parkedRaw, l.deadline = f, raw, time.Time{}
+	return true
+}
+
+// unpark takes the duplicate out of Go's poller and closes it.
+func (l *loop) unpark() {
+	if l.parked != nil {
+		_ = l.parked.Close()
+		l.parked, l.parkedRaw = nil, nil
+	}
 }
 
 // yieldEvery bounds how long a busy loop runs without passing through the

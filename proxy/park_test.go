@@ -1,0 +1,156 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/config"
+)
+
+// parkedLoops counts the server's loops that wait in Go's poller (asked on
+// each loop: a loop only switches in wait, so asking wakes it once more).
+func parkedLoops(s *Server) int {
+	var n atomic.Int32
+	s.engine.each(func(l *loop) {
+		if l.parked != nil {
+			n.Add(1)
+		}
+	})
+	return int(n.Load())
+}
+
+// While goroutines work for the server's connections (here the handshake
+// and the copies of a terminated TLS connection), the loops wait in Go's
+// poller, leaving their Ps to the goroutines; parkFor after the goroutines
+// last worked, they block in epoll_wait again, though the TLS connection is
+// still open, idle. Plain proxied connections never make them park, and
+// keep flowing while they do.
+func TestLoopsParkWhileGoroutinesWork(t *testing.T) {
+	ca := newTestCA(t)
+	_, cert, key := ca.issue(t, leafOpts{}, "db.example")
+	be := startBackend(t, "")
+	s := newTestServer(t, "tls", "tcp")
+	rt := s.Apply(&config.TCPConfiguration{
+		Routers: map[string]*config.TCPRouter{
+			"db@file":    {EntryPoints: []string{"tls"}, Rule: "HostSNI(`db.example`)", Service: "a@file", TLS: &config.RouterTCPTLSConfig{}},
+			"plain@file": {EntryPoints: []string{"tcp"}, Rule: "HostSNI(`*`)", Service: "a@file"},
+		},
+		Services: map[string]*config.TCPService{"a@file": lbConfig(be.addr())},
+		TLS:      &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(cert, key)}},
+	})
+	mustEnabled(t, rt)
+	loops := len(s.engine.loops)
+	unparked := func(what string) {
+		t.Helper()
+		since := time.Now()
+		waitFor(t, what, func() bool { return parkedLoops(s) == 0 })
+		if d := time.Since(since); d < parkFor/2 {
+			t.Errorf("%s after %v, want about parkFor (%v)", what, d, parkFor)
+		}
+	}
+
+	plain, ok := dialFrom(t, "127.0.0.1", s.addr("tcp"))
+	if !ok {
+		t.Fatal("plain connection not forwarded")
+	}
+	defer plain.Close()
+	for range 3 {
+		if n := parkedLoops(s); n != 0 {
+			t.Fatalf("%d loops parked with plain connections only", n)
+		}
+	}
+
+	c, err := tlsDial(t, s.addr("tls"), &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitFor(t, "every loop parked after a handshake", func() bool { return parkedLoops(s) == loops })
+	if !ping(plain) {
+		t.Fatal("the plain connection stopped forwarding while the loops park")
+	}
+	unparked("the loops blocking in epoll_wait again, the TLS connection idle")
+
+	if n, err := c.Write([]byte("x")); n != 1 || err != nil {
+		t.Fatalf("write through the terminated connection: %d, %v", n, err)
+	}
+	var b [1]byte
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.ReadFull(c, b[:]); err != nil || b[0] != 'x' {
+		t.Fatalf("echo through the terminated connection: %q, %v", b[:], err)
+	}
+	waitFor(t, "every loop parked again while bytes move on the TLS connection", func() bool { return parkedLoops(s) == loops })
+	unparked("the loops blocking in epoll_wait again after the bytes")
+	if !ping(plain) {
+		t.Fatal("the plain connection stopped forwarding after the loops stopped parking")
+	}
+}
+
+// copyGo moves the bytes through its pooled buffer, never through either
+// side's ReadFrom or WriteTo, which allocate a buffer per call when neither
+// side can splice.
+func TestCopyGoUsesItsOwnBuffer(t *testing.T) {
+	data := strings.Repeat("0123456789", 10_000)
+	src := &onlyRead{t: t, r: strings.NewReader(data)}
+	dst := &onlyWrite{t: t}
+	ep := &EntryPoint{}
+	n, err := copyGo(dst, src, ep)
+	if err != nil || n != int64(len(data)) || dst.b.String() != data {
+		t.Fatalf("copied %d of %d bytes (%d arrived), err %v", n, len(data), dst.b.Len(), err)
+	}
+	if raceEnabled {
+		return // the race detector makes sync.Pool drop buffers at random
+	}
+	// Without the pool, or through ReadFrom/WriteTo, each copy allocates
+	// 32 KiB; through the pool, only the two small wrappers that hide them
+	// and count its reads.
+	dst.discard = true
+	_, _ = copyGo(dst, src, ep) // the pool's first buffer
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const runs = 20
+	for range runs {
+		src.r.Reset(data)
+		_, _ = copyGo(dst, src, ep)
+	}
+	runtime.ReadMemStats(&after)
+	if perCopy := (after.TotalAlloc - before.TotalAlloc) / runs; perCopy > 1024 {
+		t.Errorf("copyGo allocates %d bytes per copy, want a pooled buffer (under 1 KiB)", perCopy)
+	}
+}
+
+type onlyRead struct {
+	t *testing.T
+	r *strings.Reader
+}
+
+func (s *onlyRead) Read(p []byte) (int, error) { return s.r.Read(p) }
+
+func (s *onlyRead) WriteTo(io.Writer) (int64, error) {
+	s.t.Error("copyGo used the source's WriteTo")
+	return 0, errors.New("WriteTo")
+}
+
+type onlyWrite struct {
+	t       *testing.T
+	b       strings.Builder
+	discard bool
+}
+
+func (d *onlyWrite) Write(p []byte) (int, error) {
+	if d.discard {
+		return len(p), nil
+	}
+	return d.b.Write(p)
+}
+
+func (d *onlyWrite) ReadFrom(io.Reader) (int64, error) {
+	d.t.Error("copyGo used the destination's ReadFrom")
+	return 0, errors.New("ReadFrom")
+}
