@@ -33,7 +33,7 @@ if [[ $QUICK == 1 ]]; then REPS=${REPS:-1}; else REPS=${REPS:-3}; fi
 LIMIT=${LIMIT:-10}             # per-IP concurrent connection limit, the same for every peer
 RATE=${RATE:-20}               # the *-rate peers: per-IP connections per second in the long run
 BURST=${BURST:-10}             # the *-rate peers: per-IP burst (tollgate's rateLimit; HAProxy has none)
-RATIOS=${RATIOS:-tollgate/haproxy tollgate/nginx tollgate/nginx-halfclose tollgate-close/nginx tollgate/tollgate-base tollgate-rate/haproxy-rate tollgate-redis/tollgate tollgate-tls/haproxy-tls tollgate-tls/nginx-tls}
+RATIOS=${RATIOS:-tollgate/haproxy tollgate/nginx tollgate/nginx-halfclose tollgate-close/nginx tollgate/tollgate-base tollgate-rate/haproxy-rate tollgate-redis/tollgate tollgate-tls/haproxy-tls tollgate-tls/nginx-tls tollgate-tls/tollgate-base-tls}
 ECHO_PORT=${ECHO_PORT:-29000}  # the echo backend
 PG_PORT=${PG_PORT:-29001}      # PostgreSQL for pgbench
 REDIS_PORT=${REDIS_PORT:-29002}
@@ -134,7 +134,7 @@ if [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* || " $PE
     dirty=$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null || true)
     BUILT_FROM[tollgate]="built from $REPO at $(git -C "$REPO" rev-parse --short=12 HEAD 2>/dev/null || echo '?')${dirty:+ with uncommitted changes}"
 fi
-if [[ " $PEERS " == *" tollgate-base "* && -z ${TOLLGATE_BASE_BIN:-} && -n ${TOLLGATE_BASE_REF:-} ]]; then
+if [[ " $PEERS " == *" tollgate-base "* || " $PEERS " == *" tollgate-base-tls "* ]] && [[ -z ${TOLLGATE_BASE_BIN:-} && -n ${TOLLGATE_BASE_REF:-} ]]; then
     src=$(mktemp -d)
     log "building tollgate-base from git ref $TOLLGATE_BASE_REF (git archive into $src)"
     (cd "$REPO" && git archive "$TOLLGATE_BASE_REF" | tar -x -C "$src") || die "git archive $TOLLGATE_BASE_REF failed"
@@ -318,7 +318,7 @@ bin_info() { # path peer -> sha256 prefix and where it came from
     done
     for p in $PEERS; do echo "peer $p: ${VERSION_OF[$p]}"; done
     [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* || " $PEERS " == *" tollgate-tls "* ]] && echo "tollgate binary: $TOLLGATE_BIN, $(bin_info "$TOLLGATE_BIN" tollgate)"
-    [[ " $PEERS " == *" tollgate-base "* ]] && echo "tollgate-base binary: $TOLLGATE_BASE_BIN, $(bin_info "$TOLLGATE_BASE_BIN" tollgate-base)"
+    [[ " $PEERS " == *" tollgate-base "* || " $PEERS " == *" tollgate-base-tls "* ]] && echo "tollgate-base binary: $TOLLGATE_BASE_BIN, $(bin_info "$TOLLGATE_BASE_BIN" tollgate-base)"
     [[ " $SCENARIOS " == *" pgbench "* ]] && echo "pgbench: $("$PG_BIN_DIR/pgbench" --version), server $("$PG_BIN_DIR/postgres" --version)"
     [[ " $SCENARIOS " == *" redis "* ]] && echo "redis: $(redis-server --version | cut -d' ' -f1-3)"
     echo "LIMIT=$LIMIT RATE=$RATE BURST=$BURST REPS=$REPS QUICK=$QUICK peers: $PEERS"
