@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/netip"
@@ -230,6 +231,9 @@ func (r *replayConn) Read(p []byte) (int, error) {
 	if len(r.pending) > 0 {
 		n := copy(p, r.pending)
 		r.pending = r.pending[n:]
+		if len(r.pending) == 0 {
+			r.pending = nil // the bytes read before routing are not held while the connection lasts
+		}
 		return n, nil
 	}
 	return r.TCPConn.Read(p)
@@ -472,43 +476,80 @@ func (lb *loadBalancer) dialGo(g *gconn, srv *server) (net.Conn, error) {
 	return tc, nil
 }
 
-// copyBufSize is the size of a copy goroutine's buffer: io.Copy's.
-const copyBufSize = 32 << 10
+// The copy goroutines' buffers. A copy waits in Read with a small buffer,
+// so that an idle connection holds copySmall bytes per direction, not
+// copyBig: a read that fills it means more is queued, and the copy goes on
+// through a copyBig buffer while reads bring more than copySmall (a TLS
+// read brings at most a record, 16 KiB), as the loops switch small
+// transfers to bulk (rconn.move). Both come from pools: io.Copy allocated
+// 32 KiB per direction per connection, 64 KiB of garbage per terminated
+// connection and more than half of what one allocated
+// (BenchmarkTLSTermination, client and backend included: 184 KB per
+// connection before, 119 after), and held it while the connection idled.
+const (
+	copySmall = 2 << 10
+	copyBig   = 32 << 10
+)
 
-// copyBufs holds the copy goroutines' buffers between connections.
-var copyBufs = sync.Pool{New: func() any { return new([copyBufSize]byte) }}
+var (
+	smallBufs = sync.Pool{New: func() any { return new([copySmall]byte) }}
+	bigBufs   = sync.Pool{New: func() any { return new([copyBig]byte) }}
+)
 
-// copyGo copies src to dst until src ends, as io.Copy does, through a
-// buffer from copyBufs, counting each read as work of ep's goroutines
-// (goWorked). A connection is served by goroutines because one of its
-// sides is TLS, so nothing splices here, and io.Copy would allocate a
-// buffer per direction per connection: 64 KiB of garbage per terminated
-// connection, more than half of what one allocated (BenchmarkTLSTermination,
-// client and backend included: 184 KB per connection before, 119 after).
-// Two plain TCP sockets still go through io.Copy, which splices them.
-func copyGo(dst io.Writer, src io.Reader, ep *EntryPoint) (int64, error) {
+// copyGo copies src to dst until src ends, as io.Copy does (nil at the
+// end of src, the first error otherwise), through the pooled buffers above,
+// counting each read as work of ep's goroutines (goWorked). A connection
+// is served by goroutines because one of its sides is TLS, so nothing
+// splices here; two plain TCP sockets still go through io.Copy, which
+// splices them.
+func copyGo(dst io.Writer, src io.Reader, ep *EntryPoint) (written int64, err error) {
 	_, rawDst := dst.(*net.TCPConn)
 	_, rawSrc := src.(*net.TCPConn)
 	if rawDst && rawSrc {
 		return io.Copy(dst, src)
 	}
-	buf := copyBufs.Get().(*[copyBufSize]byte)
-	defer copyBufs.Put(buf)
-	// Behind plain Reader and Writer, neither side's ReadFrom or WriteTo
-	// allocates a buffer of its own.
-	return io.CopyBuffer(struct{ io.Writer }{dst}, &workReader{src, ep}, buf[:])
-}
-
-// workReader reads from r, counting each read as work of ep's goroutines.
-type workReader struct {
-	r  io.Reader
-	ep *EntryPoint
-}
-
-func (w *workReader) Read(p []byte) (int, error) {
-	n, err := w.r.Read(p)
-	w.ep.goWorked()
-	return n, err
+	small := smallBufs.Get().(*[copySmall]byte)
+	defer smallBufs.Put(small)
+	var big *[copyBig]byte
+	defer func() {
+		if big != nil {
+			bigBufs.Put(big)
+		}
+	}()
+	for {
+		buf := small[:]
+		if big != nil {
+			buf = big[:]
+		}
+		n, rerr := src.Read(buf)
+		ep.goWorked()
+		if n > 0 {
+			w, werr := dst.Write(buf[:n])
+			if w < 0 || w > n {
+				w, werr = 0, errors.New("invalid write result")
+			}
+			written += int64(w)
+			if werr == nil && w < n {
+				werr = io.ErrShortWrite
+			}
+			if werr != nil {
+				return written, werr
+			}
+		}
+		switch {
+		case big == nil && n == copySmall:
+			big = bigBufs.Get().(*[copyBig]byte)
+		case big != nil && n <= copySmall:
+			bigBufs.Put(big)
+			big = nil
+		}
+		if rerr == io.EOF {
+			return written, nil
+		}
+		if rerr != nil {
+			return written, rerr
+		}
+	}
 }
 
 // backendTLSError is a failed TLS handshake with a server (an expired or

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -92,7 +93,7 @@ func TestLoopsParkWhileGoroutinesWork(t *testing.T) {
 	}
 }
 
-// copyGo moves the bytes through its pooled buffer, never through either
+// copyGo moves the bytes through its pooled buffers, never through either
 // side's ReadFrom or WriteTo, which allocate a buffer per call when neither
 // side can splice.
 func TestCopyGoUsesItsOwnBuffer(t *testing.T) {
@@ -107,11 +108,10 @@ func TestCopyGoUsesItsOwnBuffer(t *testing.T) {
 	if raceEnabled {
 		return // the race detector makes sync.Pool drop buffers at random
 	}
-	// Without the pool, or through ReadFrom/WriteTo, each copy allocates
-	// 32 KiB; through the pool, only the two small wrappers that hide them
-	// and count its reads.
+	// Without the pools, or through ReadFrom/WriteTo, each copy allocates
+	// 32 KiB; through the pools, nothing.
 	dst.discard = true
-	_, _ = copyGo(dst, src, ep) // the pool's first buffer
+	_, _ = copyGo(dst, src, ep) // the pools' first buffers
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	const runs = 20
@@ -153,4 +153,36 @@ func (d *onlyWrite) Write(p []byte) (int, error) {
 func (d *onlyWrite) ReadFrom(io.Reader) (int64, error) {
 	d.t.Error("copyGo used the destination's ReadFrom")
 	return 0, errors.New("ReadFrom")
+}
+
+// scriptedReader returns, for each Read, the next of its sizes (at most
+// len(p)), recording len(p); then io.EOF.
+type scriptedReader struct {
+	sizes []int
+	asked []int
+}
+
+func (r *scriptedReader) Read(p []byte) (int, error) {
+	r.asked = append(r.asked, len(p))
+	if len(r.sizes) == 0 {
+		return 0, io.EOF
+	}
+	n := min(r.sizes[0], len(p))
+	r.sizes = r.sizes[1:]
+	return n, nil
+}
+
+// A copy goroutine waits in Read with a small buffer, so that an idle
+// connection holds 2 KiB per direction: a read that fills it switches to
+// the 32 KiB buffer, which stays while reads bring more than the small
+// size (a TLS record of 16 KiB, a burst of plain bytes) and goes back to
+// the pool after a read that does not.
+func TestCopyGoWaitsWithASmallBuffer(t *testing.T) {
+	r := &scriptedReader{sizes: []int{100, copySmall, 16 << 10, copyBig, 500, 10}}
+	dst := &onlyWrite{t: t}
+	n, err := copyGo(dst, r, &EntryPoint{})
+	want := []int{copySmall, copySmall, copyBig, copyBig, copyBig, copySmall, copySmall}
+	if err != nil || n != int64(100+copySmall+16<<10+copyBig+500+10) || !slices.Equal(r.asked, want) {
+		t.Fatalf("copied %d, err %v; buffer sizes asked %v, want %v", n, err, r.asked, want)
+	}
 }
