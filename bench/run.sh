@@ -28,7 +28,7 @@ if [[ $AB == 1 ]]; then
 else
     PEERS=${PEERS:-direct haproxy nginx tollgate haproxy-rate tollgate-rate haproxy-tls nginx-tls tollgate-tls}
 fi
-SCENARIOS=${SCENARIOS:-conn-rate rr pgbench redis limit-exact flood reconnect throughput idle-memory ip-spray syscalls tls-handshake}
+SCENARIOS=${SCENARIOS:-conn-rate rr pgbench redis limit-exact flood reconnect throughput idle-memory ip-spray syscalls tls-handshake tls-idle-memory}
 if [[ $QUICK == 1 ]]; then REPS=${REPS:-1}; else REPS=${REPS:-3}; fi
 LIMIT=${LIMIT:-10}             # per-IP concurrent connection limit, the same for every peer
 RATE=${RATE:-20}               # the *-rate peers: per-IP connections per second in the long run
@@ -68,6 +68,7 @@ scenario idle-memory echo    pid,once  "-conns 4000 -ips 500 -settle 2s"        
 scenario ip-spray    echo    pid,once  "-ips-per-round 50000 -rounds 3 -pause 12s"         "-ips-per-round 5000 -rounds 2 -pause 12s -settle 1s"
 scenario syscalls    echo    pid,once  "-conns 2000 -rejects 2000 -round-trips 4000"       "-conns 500 -rejects 500 -round-trips 1000"
 scenario tls-handshake echo  pid,tls   "-workers 16 -ips 64 -duration 10s"                 "-workers 16 -ips 64 -duration 3s"
+scenario tls-idle-memory echo pid,once,tls "-conns 2000 -ips 500 -settle 2s"             "-conns 1000 -ips 250 -settle 1s"
 
 mkdir -p "$OUT" "$BIN"
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/run.log" >&2; }

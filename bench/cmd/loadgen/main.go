@@ -66,19 +66,20 @@ type scenario struct {
 // scenarios is the registry. Adding a scenario means adding an entry here
 // and a line in run.sh's SCENARIO table (see README.md).
 var scenarios = map[string]scenario{
-	"conn-rate":     {"connect, echo 64 B, close: conns/s, latency, proxy CPU per connection", connRateCmd},
-	"rr":            {"persistent connections doing small request/response round trips", rrCmd},
-	"limit-exact":   {"per-IP limit is exact and independent per IP; slot release time after close", limitExactCmd},
-	"flood":         {"victim conn rate with and without attacker IPs dialing in a tight loop", floodCmd},
-	"reconnect":     {"attackers reconnecting in a tight loop, one connection at a time, beside paced victims", reconnectCmd},
-	"throughput":    {"parallel full-duplex bulk streams: MB/s and proxy CPU per GB", throughputCmd},
-	"idle-memory":   {"proxy RSS per idle proxied connection", idleMemoryCmd},
-	"ip-spray":      {"proxy RSS growth across rounds of fresh client IPs", ipSprayCmd},
-	"pgbench":       {"pgbench select-only through the target (a PostgreSQL behind it)", pgbenchCmd},
-	"redis":         {"redis-benchmark GET/SET through the target (a redis-server behind it)", redisCmd},
-	"tls-handshake": {"connect, full TLS handshake (no resumption), echo 64 B, close: handshakes/s, proxy CPU per handshake", tlsHandshakeCmd},
-	"syscalls":      {"syscalls per proxied connection, counted with strace -c -f on the proxy", syscallsCmd},
-	"wait":          {"readiness probe: wait until the target echoes (or holds a connection open)", waitCmd},
+	"conn-rate":       {"connect, echo 64 B, close: conns/s, latency, proxy CPU per connection", connRateCmd},
+	"rr":              {"persistent connections doing small request/response round trips", rrCmd},
+	"limit-exact":     {"per-IP limit is exact and independent per IP; slot release time after close", limitExactCmd},
+	"flood":           {"victim conn rate with and without attacker IPs dialing in a tight loop", floodCmd},
+	"reconnect":       {"attackers reconnecting in a tight loop, one connection at a time, beside paced victims", reconnectCmd},
+	"throughput":      {"parallel full-duplex bulk streams: MB/s and proxy CPU per GB", throughputCmd},
+	"idle-memory":     {"proxy RSS per idle proxied connection", idleMemoryCmd},
+	"tls-idle-memory": {"proxy RSS per idle terminated TLS connection", tlsIdleMemoryCmd},
+	"ip-spray":        {"proxy RSS growth across rounds of fresh client IPs", ipSprayCmd},
+	"pgbench":         {"pgbench select-only through the target (a PostgreSQL behind it)", pgbenchCmd},
+	"redis":           {"redis-benchmark GET/SET through the target (a redis-server behind it)", redisCmd},
+	"tls-handshake":   {"connect, full TLS handshake (no resumption), echo 64 B, close: handshakes/s, proxy CPU per handshake", tlsHandshakeCmd},
+	"syscalls":        {"syscalls per proxied connection, counted with strace -c -f on the proxy", syscallsCmd},
+	"wait":            {"readiness probe: wait until the target echoes (or holds a connection open)", waitCmd},
 }
 
 func usage() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"net"
@@ -25,17 +26,35 @@ func parallel(n, workers int, fn func(i int)) {
 	wg.Wait()
 }
 
+// prober opens one connection through the proxy and pings through it.
+type prober func(d *net.Dialer, timeout time.Duration) (net.Conn, Outcome, error)
+
+// plainProber is probe on target.
+func plainProber(target string) prober {
+	return func(d *net.Dialer, timeout time.Duration) (net.Conn, Outcome, error) {
+		c, o, err := probe(d, target, timeout)
+		if c == nil {
+			return nil, o, err
+		}
+		return c, o, err
+	}
+}
+
 // warmup opens and closes a few connections so that the proxy's one-time
 // allocations (pools, first goroutine stacks, lazily built tables) are not
 // charged to the measured connections.
 func warmup(c *common, base string, n int) error {
+	return warmupWith(c, plainProber(c.target), base, n)
+}
+
+func warmupWith(c *common, open prober, base string, n int) error {
 	ips, err := ipRange(base, n)
 	if err != nil {
 		return err
 	}
 	ds := dialers(ips, c.dialTimeout)
 	parallel(n, 8, func(i int) {
-		if cn, o, _ := probe(ds[i], c.target, 2*time.Second); o == Admitted {
+		if cn, o, _ := open(ds[i], 2*time.Second); o == Admitted {
 			cn.Close()
 		}
 	})
@@ -49,8 +68,24 @@ func memMetrics(m map[string]any, key string, v Mem) {
 }
 
 func idleMemoryCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
+	return idleMemory(fs, c, "127.5.0.1", nil)
+}
+
+// tls-idle-memory: idle-memory through a TLS-terminating peer, each
+// connection a full handshake (as tls-handshake's) and a ping through it.
+func tlsIdleMemoryCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
+	sni := fs.String("sni", "bench.example", "server name sent (the peers' certificate names it)")
+	return idleMemory(fs, c, "127.8.0.1", func() *tls.Config {
+		return &tls.Config{ServerName: *sni, InsecureSkipVerify: true,
+			MinVersion: tls.VersionTLS13, CurvePreferences: []tls.CurveID{tls.X25519}}
+	})
+}
+
+// idleMemory registers the flags of an idle-memory scenario; with
+// tlsConf, every connection is a TLS connection.
+func idleMemory(fs *flag.FlagSet, c *common, defaultBase string, tlsConf func() *tls.Config) func() (*Result, error) {
 	conns := fs.Int("conns", 4000, "idle proxied connections to open and hold")
-	ipBase := fs.String("ip-base", "127.5.0.1", "first source address")
+	ipBase := fs.String("ip-base", defaultBase, "first source address")
 	nips := fs.Int("ips", 500, "source addresses the connections are spread over (conns/ips <= limit)")
 	openers := fs.Int("openers", 32, "concurrent openers")
 	settle := fs.Duration("settle", 2*time.Second, "wait before each memory reading")
@@ -66,7 +101,16 @@ func idleMemoryCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := warmup(c, "127.5.250.1", 64); err != nil {
+		open := plainProber(c.target)
+		warmBase := "127.5.250.1"
+		if tlsConf != nil {
+			conf := tlsConf()
+			open = func(d *net.Dialer, timeout time.Duration) (net.Conn, Outcome, error) {
+				return probeTLS(d, c.target, timeout, conf)
+			}
+			warmBase = "127.8.250.1"
+		}
+		if err := warmupWith(c, open, warmBase, 64); err != nil {
 			return nil, err
 		}
 		time.Sleep(*settle)
@@ -75,14 +119,14 @@ func idleMemoryCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
 		memMetrics(m, "before", before)
 
 		ds := dialers(ips, c.dialTimeout)
-		held := make([]*net.TCPConn, *conns)
+		held := make([]net.Conn, *conns)
 		defer closeAll(held)
 		outcomes := make([]Outcome, *conns)
 		errs := make([]string, *conns)
 		t0 := time.Now()
 		parallel(*conns, *openers, func(i int) {
 			var err error
-			held[i], outcomes[i], err = probe(ds[i%len(ds)], c.target, *pingTimeout)
+			held[i], outcomes[i], err = open(ds[i%len(ds)], *pingTimeout)
 			errs[i] = errClass(outcomes[i].String(), err)
 		})
 		m["open_s"] = round(time.Since(t0).Seconds(), 2)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -143,9 +144,46 @@ func localExhaustion(cls string) bool {
 	return cls == "dial_addrnotavail" || cls == "dial_fdlimit"
 }
 
-func closeAll(cs []*net.TCPConn) {
+// probeTLS is probe through a TLS handshake: the ping is echoed through
+// the terminated connection. A handshake refused by a reset or a close is
+// Rejected; one that does not complete in time is Pending.
+func probeTLS(d *net.Dialer, target string, timeout time.Duration, cfg *tls.Config) (net.Conn, Outcome, error) {
+	nc, err := d.Dial("tcp", target)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, Rejected, err
+		}
+		return nil, DialFailed, err
+	}
+	c := tls.Client(nc, cfg)
+	c.SetDeadline(time.Now().Add(timeout))
+	b := [1]byte{'p'}
+	if err := c.Handshake(); err == nil {
+		_, err = c.Write(b[:])
+		if err == nil {
+			_, err = io.ReadFull(c, b[:])
+		}
+	}
+	if err != nil {
+		c.Close()
+		if isTimeout(err) {
+			return nil, Pending, err
+		}
+		return nil, Rejected, err
+	}
+	c.SetDeadline(time.Time{})
+	return c, Admitted, nil
+}
+
+// closeAll closes every connection of cs that is not nil (a slot left
+// empty).
+func closeAll[C interface {
+	comparable
+	io.Closer
+}](cs []C) {
+	var none C
 	for _, c := range cs {
-		if c != nil {
+		if c != none {
 			c.Close()
 		}
 	}

@@ -101,6 +101,9 @@ var rows = []row{
 	{"idle-memory", "fds_per_conn", "idle-memory: proxy fds/conn", "%.2f"},
 	{"idle-memory", "before_rss_kib", "idle-memory: RSS before, KiB", "%.0f"},
 	{"idle-memory", "closed_rss_kib", "idle-memory: RSS after close, KiB", "%.0f"},
+	{"tls-idle-memory", "admitted", "tls-idle-memory: conns admitted", "%.0f"},
+	{"tls-idle-memory", "kib_per_conn", "tls-idle-memory: RSS KiB/conn", "%.2f"},
+	{"tls-idle-memory", "fds_per_conn", "tls-idle-memory: proxy fds/conn", "%.2f"},
 
 	{"ip-spray", "ips_total", "ip-spray: distinct client IPs", "%.0f"},
 	{"ip-spray", "failed", "ip-spray: failed conns", "%.0f"},
