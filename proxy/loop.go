@@ -156,7 +156,7 @@ func (e *engine) stop() {
 
 func (e *engine) close() {
 	for _, l := range e.loops {
-		l.unpark()
+		l.leavePoller()
 		_ = unix.Close(l.epfd)
 		_ = unix.Close(l.wakefd)
 	}
@@ -188,16 +188,16 @@ type loop struct {
 	live      int // connections on this loop
 
 	// Waiting in Go's poller (wait): goWork is the engine's count of
-	// goroutines' work, goWorkSeen its value at the last wait; parkUntil is
-	// the loop clock until which the loop waits in the poller; parked is a
+	// goroutines' work, goWorkSeen its value at the last wait; pollerUntil is
+	// the loop clock until which the loop waits in the poller; poller is a
 	// duplicate of epfd registered there meanwhile, with its RawConn and
 	// read deadline.
-	goWork     *atomic.Uint64
-	goWorkSeen uint64
-	parkUntil  int64
-	parked     *os.File
-	parkedRaw  syscall.RawConn
-	deadline   time.Time
+	goWork      *atomic.Uint64
+	goWorkSeen  uint64
+	pollerUntil int64
+	poller      *os.File
+	pollerRaw   syscall.RawConn
+	deadline    time.Time
 
 	// Balance (rebalance): load is live, published for the other loops;
 	// shed says this loop has taken its listeners out of its set so that
@@ -274,20 +274,20 @@ func (l *loop) mono() int64 { return int64(time.Since(l.base)) }
 //     measured against the poller, the same connection rate and less CPU per
 //     small round trip and per bulk gigabyte (bench/README.md).
 //   - While goroutines work for the engine's connections (TLS handshakes
-//     and the copies of TLS connections: goserve.go), and for parkFor after
-//     they last did, it parks in Go's poller on a duplicate of its epoll
+//     and the copies of TLS connections: goserve.go), and for pollerFor after
+//     they last did, it waits in Go's poller on a duplicate of its epoll
 //     descriptor instead, holding no P. Goroutines then want the Ps the
 //     blocked loops hold: the runtime's monitor takes them from the loops'
 //     threads every 20 µs and the loops take them back through the
-//     scheduler, a thread hand-off each time. Parked, the loops leave their
+//     scheduler, a thread hand-off each time. In the poller, the loops leave their
 //     Ps to the handshakes: more handshakes per second at less CPU each, and
 //     a third fewer context switches (bench/README.md). An idle TLS
-//     connection does not keep the loops parked.
+//     connection does not keep the loops there.
 //
-// The duplicate is in Go's poller only while the loop parks: left there, it
-// wakes the runtime's poller for every batch of the loop's events (0.83x
+// The duplicate is in Go's poller only while the loop waits there: left in it,
+// it wakes the runtime's poller for every batch of the loop's events (0.83x
 // the round trips at 1.3x the CPU each, measured).
-const parkFor = time.Second
+const pollerFor = time.Second
 
 // wait returns the next batch of events, or none when the next timer is
 // due.
@@ -295,16 +295,16 @@ func (l *loop) wait() (int, error) {
 	now := l.mono()
 	if l.goWork != nil {
 		if w := l.goWork.Load(); w != l.goWorkSeen {
-			l.goWorkSeen, l.parkUntil = w, now+int64(parkFor)
+			l.goWorkSeen, l.pollerUntil = w, now+int64(pollerFor)
 		}
 	}
-	if now < l.parkUntil {
-		if n, err, ok := l.waitParked(); ok {
+	if now < l.pollerUntil {
+		if n, err, ok := l.waitInPoller(); ok {
 			return n, err
 		}
-		l.parkUntil = 0 // the poller cannot watch it: block, until goroutines work again
-	} else if l.parked != nil {
-		l.unpark()
+		l.pollerUntil = 0 // the poller cannot watch it: block, until goroutines work again
+	} else if l.poller != nil {
+		l.leavePoller()
 	}
 	timeout := -1
 	if len(l.timers) > 0 {
@@ -318,10 +318,10 @@ func (l *loop) wait() (int, error) {
 	return unix.EpollWait(l.epfd, l.events, timeout)
 }
 
-// waitParked waits for the next batch of events (or the next timer) in
+// waitInPoller waits for the next batch of events (or the next timer) in
 // Go's poller; ok is false when the epoll descriptor cannot be put there.
-func (l *loop) waitParked() (n int, err error, ok bool) {
-	if l.parked == nil && !l.park() {
+func (l *loop) waitInPoller() (n int, err error, ok bool) {
+	if l.poller == nil && !l.joinPoller() {
 		return 0, nil, false
 	}
 	var dl time.Time
@@ -329,17 +329,17 @@ func (l *loop) waitParked() (n int, err error, ok bool) {
 		dl = l.base.Add(time.Duration(l.timers[0].at))
 	}
 	if !dl.Equal(l.deadline) {
-		_ = l.parked.SetReadDeadline(dl)
+		_ = l.poller.SetReadDeadline(dl)
 		l.deadline = dl
 	}
 	var werr error
-	rerr := l.parkedRaw.Read(func(uintptr) bool {
+	rerr := l.pollerRaw.Read(func(uintptr) bool {
 		n, werr = epollNow(l.epfd, l.events)
 		return n > 0 || werr != nil && werr != unix.EINTR
 	})
 	if errors.Is(rerr, os.ErrDeadlineExceeded) {
 		l.deadline = time.Time{} // expired: set again next time
-		_ = l.parked.SetReadDeadline(time.Time{})
+		_ = l.poller.SetReadDeadline(time.Time{})
 		return 0, nil, true
 	}
 	if rerr != nil {
@@ -348,8 +348,8 @@ func (l *loop) waitParked() (n int, err error, ok bool) {
 	return n, werr, true
 }
 
-// park registers a duplicate of the loop's epoll descriptor in Go's poller.
-func (l *loop) park() bool {
+// joinPoller registers a duplicate of the loop's epoll descriptor in Go's poller.
+func (l *loop) joinPoller() bool {
 	fd, err := unix.FcntlInt(uintptr(l.epfd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return false
@@ -366,15 +366,15 @@ func (l *loop) park() bool {
 		_ = f.Close()
 		return false
 	}
-	l.parked, l.parkedRaw, l.deadline = f, raw, time.Time{}
+	l.poller, l.pollerRaw, l.deadline = f, raw, time.Time{}
 	return true
 }
 
-// unpark takes the duplicate out of Go's poller and closes it.
-func (l *loop) unpark() {
-	if l.parked != nil {
-		_ = l.parked.Close()
-		l.parked, l.parkedRaw = nil, nil
+// leavePoller takes the duplicate out of Go's poller and closes it.
+func (l *loop) leavePoller() {
+	if l.poller != nil {
+		_ = l.poller.Close()
+		l.poller, l.pollerRaw = nil, nil
 	}
 }
 

@@ -14,12 +14,12 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 )
 
-// parkedLoops counts the server's loops that wait in Go's poller (asked on
+// loopsInPoller counts the server's loops that wait in Go's poller (asked on
 // each loop: a loop only switches in wait, so asking wakes it once more).
-func parkedLoops(s *Server) int {
+func loopsInPoller(s *Server) int {
 	var n atomic.Int32
 	s.engine.each(func(l *loop) {
-		if l.parked != nil {
+		if l.poller != nil {
 			n.Add(1)
 		}
 	})
@@ -28,11 +28,11 @@ func parkedLoops(s *Server) int {
 
 // While goroutines work for the server's connections (here the handshake
 // and the copies of a terminated TLS connection), the loops wait in Go's
-// poller, leaving their Ps to the goroutines; parkFor after the goroutines
+// poller, leaving their Ps to the goroutines; pollerFor after the goroutines
 // last worked, they block in epoll_wait again, though the TLS connection is
-// still open, idle. Plain proxied connections never make them park, and
+// still open, idle. Plain proxied connections never send them there, and
 // keep flowing while they do.
-func TestLoopsParkWhileGoroutinesWork(t *testing.T) {
+func TestLoopsWaitInGoPollerWhileGoroutinesWork(t *testing.T) {
 	ca := newTestCA(t)
 	_, cert, key := ca.issue(t, leafOpts{}, "db.example")
 	be := startBackend(t, "")
@@ -47,12 +47,12 @@ func TestLoopsParkWhileGoroutinesWork(t *testing.T) {
 	})
 	mustEnabled(t, rt)
 	loops := len(s.engine.loops)
-	unparked := func(what string) {
+	leftPoller := func(what string) {
 		t.Helper()
 		since := time.Now()
-		waitFor(t, what, func() bool { return parkedLoops(s) == 0 })
-		if d := time.Since(since); d < parkFor/2 {
-			t.Errorf("%s after %v, want about parkFor (%v)", what, d, parkFor)
+		waitFor(t, what, func() bool { return loopsInPoller(s) == 0 })
+		if d := time.Since(since); d < pollerFor/2 {
+			t.Errorf("%s after %v, want about pollerFor (%v)", what, d, pollerFor)
 		}
 	}
 
@@ -62,8 +62,8 @@ func TestLoopsParkWhileGoroutinesWork(t *testing.T) {
 	}
 	defer plain.Close()
 	for range 3 {
-		if n := parkedLoops(s); n != 0 {
-			t.Fatalf("%d loops parked with plain connections only", n)
+		if n := loopsInPoller(s); n != 0 {
+			t.Fatalf("%d loops in the poller with plain connections only", n)
 		}
 	}
 
@@ -72,11 +72,11 @@ func TestLoopsParkWhileGoroutinesWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	waitFor(t, "every loop parked after a handshake", func() bool { return parkedLoops(s) == loops })
+	waitFor(t, "every loop in the poller after a handshake", func() bool { return loopsInPoller(s) == loops })
 	if !ping(plain) {
-		t.Fatal("the plain connection stopped forwarding while the loops park")
+		t.Fatal("the plain connection stopped forwarding while the loops wait in the poller")
 	}
-	unparked("the loops blocking in epoll_wait again, the TLS connection idle")
+	leftPoller("the loops blocking in epoll_wait again, the TLS connection idle")
 
 	if n, err := c.Write([]byte("x")); n != 1 || err != nil {
 		t.Fatalf("write through the terminated connection: %d, %v", n, err)
@@ -86,10 +86,10 @@ func TestLoopsParkWhileGoroutinesWork(t *testing.T) {
 	if _, err := io.ReadFull(c, b[:]); err != nil || b[0] != 'x' {
 		t.Fatalf("echo through the terminated connection: %q, %v", b[:], err)
 	}
-	waitFor(t, "every loop parked again while bytes move on the TLS connection", func() bool { return parkedLoops(s) == loops })
-	unparked("the loops blocking in epoll_wait again after the bytes")
+	waitFor(t, "every loop in the poller again while bytes move on the TLS connection", func() bool { return loopsInPoller(s) == loops })
+	leftPoller("the loops blocking in epoll_wait again after the bytes")
 	if !ping(plain) {
-		t.Fatal("the plain connection stopped forwarding after the loops stopped parking")
+		t.Fatal("the plain connection stopped forwarding after the loops left the poller")
 	}
 }
 
