@@ -179,7 +179,7 @@ need_missing() { # scenario -> reason it cannot run, or nothing
             command -v redis-benchmark >/dev/null || echo "redis-benchmark not found: apt-get install redis-tools" ;;
         syscalls)
             command -v strace >/dev/null || echo "strace not found: apt-get install strace" ;;
-        tls-handshake)
+        tls-handshake | tls-idle-memory)
             command -v openssl >/dev/null || echo "openssl not found (it makes the run's certificate): apt-get install openssl" ;;
     esac
 }
@@ -282,7 +282,9 @@ fi
 # The TLS peers' certificate: one ECDSA P-256 key pair for the run, the
 # same file for every peer (HAProxy takes certificate and key in one file).
 TLS_DIR=$OUT/tls
-if [[ " $SCENARIOS " == *" tls-handshake "* ]]; then
+tls_scenarios=0
+for s in $SCENARIOS; do [[ ${FLAGS_OF[$s]} == *tls* ]] && tls_scenarios=1; done
+if ((tls_scenarios)); then
     mkdir -p "$TLS_DIR"
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
         -subj /CN=bench.example -addext subjectAltName=DNS:bench.example \

@@ -85,6 +85,21 @@ func (o Outcome) String() string {
 // probe connects, sends one byte and waits for its echo. An admitted
 // connection is returned open with no deadline; any other is closed.
 func probe(d *net.Dialer, target string, timeout time.Duration) (*net.TCPConn, Outcome, error) {
+	c, o, err := probeConn(d, target, timeout, nil)
+	if c == nil {
+		return nil, o, err
+	}
+	return c.(*net.TCPConn), o, err
+}
+
+// probeTLS is probe through a full TLS handshake with cfg: the byte is
+// echoed through the terminated connection. A handshake refused (a reset,
+// a close) is Rejected; one that does not complete in time is Pending.
+func probeTLS(d *net.Dialer, target string, timeout time.Duration, cfg *tls.Config) (net.Conn, Outcome, error) {
+	return probeConn(d, target, timeout, cfg)
+}
+
+func probeConn(d *net.Dialer, target string, timeout time.Duration, cfg *tls.Config) (net.Conn, Outcome, error) {
 	nc, err := d.Dial("tcp", target)
 	if err != nil {
 		// A proxy that resets at once can do so before connect() returns.
@@ -93,8 +108,19 @@ func probe(d *net.Dialer, target string, timeout time.Duration) (*net.TCPConn, O
 		}
 		return nil, DialFailed, err
 	}
-	c := nc.(*net.TCPConn)
-	c.SetDeadline(time.Now().Add(timeout))
+	c := nc
+	nc.SetDeadline(time.Now().Add(timeout))
+	if cfg != nil {
+		tc := tls.Client(nc, cfg)
+		if err := tc.Handshake(); err != nil {
+			nc.Close()
+			if isTimeout(err) {
+				return nil, Pending, err
+			}
+			return nil, Rejected, err
+		}
+		c = tc
+	}
 	b := [1]byte{'p'}
 	if _, err := c.Write(b[:]); err != nil {
 		c.Close()
@@ -107,7 +133,7 @@ func probe(d *net.Dialer, target string, timeout time.Duration) (*net.TCPConn, O
 		}
 		return nil, Rejected, err
 	}
-	c.SetDeadline(time.Time{})
+	nc.SetDeadline(time.Time{})
 	return c, Admitted, nil
 }
 
@@ -142,37 +168,6 @@ func errClass(stage string, err error) string {
 // limits; a worker backs off on them instead of spinning.
 func localExhaustion(cls string) bool {
 	return cls == "dial_addrnotavail" || cls == "dial_fdlimit"
-}
-
-// probeTLS is probe through a TLS handshake: the ping is echoed through
-// the terminated connection. A handshake refused by a reset or a close is
-// Rejected; one that does not complete in time is Pending.
-func probeTLS(d *net.Dialer, target string, timeout time.Duration, cfg *tls.Config) (net.Conn, Outcome, error) {
-	nc, err := d.Dial("tcp", target)
-	if err != nil {
-		if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, Rejected, err
-		}
-		return nil, DialFailed, err
-	}
-	c := tls.Client(nc, cfg)
-	c.SetDeadline(time.Now().Add(timeout))
-	b := [1]byte{'p'}
-	if err := c.Handshake(); err == nil {
-		_, err = c.Write(b[:])
-		if err == nil {
-			_, err = io.ReadFull(c, b[:])
-		}
-	}
-	if err != nil {
-		c.Close()
-		if isTimeout(err) {
-			return nil, Pending, err
-		}
-		return nil, Rejected, err
-	}
-	c.SetDeadline(time.Time{})
-	return c, Admitted, nil
 }
 
 // closeAll closes every connection of cs that is not nil (a slot left
