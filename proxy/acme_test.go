@@ -321,7 +321,11 @@ func TestHTTP01AnsweredOnUnroutedPlainConnections(t *testing.T) {
 	}
 
 	// Silent connections waiting for their request hold the client's
-	// unrouted places: the third is refused.
+	// unrouted places: the third is refused. The requests above give their
+	// places back once their goroutines are done, which may be a moment
+	// after the client read the answer: the silent ones are opened after.
+	itest.Eventually(t, 5*time.Second, func() bool { return s.EntryPoint("web").Unrouted(0).Connections == 0 },
+		"the answered requests' unrouted places were not given back")
 	var held []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", s.addr("web"))
@@ -331,6 +335,10 @@ func TestHTTP01AnsweredOnUnroutedPlainConnections(t *testing.T) {
 		defer c.Close()
 		held = append(held, c)
 	}
+	// Counted once routed: the loops accept in order but route in
+	// parallel, so a third connection dialled sooner may be routed first.
+	itest.Eventually(t, 5*time.Second, func() bool { return s.EntryPoint("web").Unrouted(0).Connections == 2 },
+		"the silent connections do not hold their unrouted places")
 	itest.Eventually(t, 5*time.Second, func() bool {
 		_, _, err := try("db.example", "/.well-known/acme-challenge/tok")
 		return err != nil
