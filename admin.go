@@ -41,8 +41,27 @@ func (as admins) uses(key string) bool {
 	return false
 }
 
-// adminListeners binds (or takes over from inherited, at an upgrade) what
-// --api and --metrics.prometheus expose; serveAdmin serves them:
+// adminPlan is one admin listener as the static configuration asks for it,
+// before anything is bound: its key (what an upgrade names its socket by),
+// address and what it serves.
+type adminPlan struct {
+	key, addr, what string
+	serve           adminServe
+	open            []string // api: what it serves to any client (the rest to loopback ones only)
+	apiMetrics      bool     // api: /metrics too
+}
+
+type adminServe int
+
+const (
+	serveAPI adminServe = iota
+	serveMetrics
+	servePing
+)
+
+// planAdmin is what --api, --metrics.prometheus and --ping expose, one
+// listener each, decided once: adminListeners binds them, and an upgrade
+// matches them with the old process's sockets (upgrade.Match).
 //
 //   - --api: the admin API (/ping, /api/...), plus /metrics with
 //     --metrics.prometheus unless metrics have an address of their own;
@@ -50,13 +69,10 @@ func (as admins) uses(key string) bool {
 //     admin address (127.0.0.1:8080) or metrics.prometheus.address;
 //   - metrics.prometheus.address: /metrics (and /ping) there, apart from the API;
 //   - --ping alone: /ping only, on the admin address.
-//
-// Each listener has the admin server's timeouts and connection bound.
-func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, up *upgrader, inherited map[string]upgrade.Listener, log zerolog.Logger) (admins, error) {
-	var metrics http.Handler
+func planAdmin(st *config.Static) []adminPlan {
+	metrics := st.Metrics != nil && st.Metrics.Prometheus != nil
 	metricsAddr := ""
-	if st.Metrics != nil && st.Metrics.Prometheus != nil {
-		metrics = api.MetricsHandler(srv, w, up.stats)
+	if metrics {
 		metricsAddr = st.Metrics.Prometheus.Address
 		if metricsAddr == "" && st.API == nil {
 			metricsAddr = config.DefaultAPIAddress
@@ -66,43 +82,68 @@ func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, u
 	if st.Ping != nil && st.Ping.Address() != metricsAddr {
 		pingAddr = st.Ping.Address() // ping.entryPoint's (the metrics listener answers /ping too)
 	}
-	var ls admins
+	var ps []adminPlan
 	if st.API != nil {
-		src := api.Sources{Server: srv, Watcher: w, Upgrade: up.Upgrade,
-			Process: func() upgrade.View { return up.stats.View(os.Getpid(), up.state()) }}
-		addr, what := st.API.Address, "admin API"
-		var open []string
+		p := adminPlan{key: "api.address", addr: st.API.Address, what: "admin API", serve: serveAPI}
 		if !st.API.Insecure && st.API.Address == config.DefaultAPIAddress {
 			// Traefik's internal entry point on the default admin port
 			// (its Helm chart's traefik, :8080) would collide with the
 			// API: one listener serves both, its API to loopback clients
 			// only, as the default address does.
-			if samePort(metricsAddr, addr) {
-				addr, metricsAddr, open = metricsAddr, "", []string{"/metrics", "/ping"}
-			} else if samePort(pingAddr, addr) {
-				addr, pingAddr, open = pingAddr, "", []string{"/ping"}
+			if samePort(metricsAddr, p.addr) {
+				p.addr, metricsAddr, p.open = metricsAddr, "", []string{"/metrics", "/ping"}
+			} else if samePort(pingAddr, p.addr) {
+				p.addr, pingAddr, p.open = pingAddr, "", []string{"/ping"}
 			}
 		}
-		if metrics != nil && metricsAddr == "" {
-			src.Metrics = metrics
+		p.apiMetrics = metrics && metricsAddr == ""
+		if len(p.open) > 0 {
+			p.what = "admin API (loopback clients only, but " + strings.Join(p.open, " and ") + ")"
 		}
-		h := api.Handler(src)
-		if len(open) > 0 {
-			h = api.LocalOnly(h, open...)
-			what = "admin API (loopback clients only, but " + strings.Join(open, " and ") + ")"
-		}
-		ls = append(ls, &adminListener{key: "api.address", addr: addr, what: what, hs: api.NewServer(h)})
+		ps = append(ps, p)
 	}
-	if metrics != nil && metricsAddr != "" {
-		ls = append(ls, &adminListener{key: "metrics.prometheus.address", addr: metricsAddr, what: "metrics (only /metrics and /ping)", hs: api.NewServer(api.MetricsOnly(metrics))})
+	if metrics && metricsAddr != "" {
+		ps = append(ps, adminPlan{key: "metrics.prometheus.address", addr: metricsAddr, what: "metrics (only /metrics and /ping)", serve: serveMetrics})
 	}
 	if pingAddr != "" {
-		ls = append(ls, &adminListener{key: "ping.entryPoint", addr: pingAddr, what: "ping (only /ping)", hs: api.NewServer(api.PingOnly())})
+		ps = append(ps, adminPlan{key: "ping.entryPoint", addr: pingAddr, what: "ping (only /ping)", serve: servePing})
 	}
-	if st.Ping != nil && len(ls) == 0 {
+	if st.Ping != nil && len(ps) == 0 {
 		// Traefik's --ping alone: /ping, on the admin address (keyed so that
 		// no entry point name can collide with it at an upgrade).
-		ls = append(ls, &adminListener{key: "ping.address", addr: config.DefaultAPIAddress, what: "ping (only /ping)", hs: api.NewServer(api.PingOnly())})
+		ps = append(ps, adminPlan{key: "ping.address", addr: config.DefaultAPIAddress, what: "ping (only /ping)", serve: servePing})
+	}
+	return ps
+}
+
+// adminListeners binds what planAdmin plans, or takes over the socket an
+// upgrade matched with it (inherited, by key). Each listener has the admin
+// server's timeouts and connection bound; serveAdmin serves them.
+func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, up *upgrader, inherited map[string]upgrade.Listener, log zerolog.Logger) (admins, error) {
+	var metrics http.Handler
+	if st.Metrics != nil && st.Metrics.Prometheus != nil {
+		metrics = api.MetricsHandler(srv, w, up.stats)
+	}
+	var ls admins
+	for _, p := range planAdmin(st) {
+		var h http.Handler
+		switch p.serve {
+		case serveAPI:
+			src := api.Sources{Server: srv, Watcher: w, Upgrade: up.Upgrade,
+				Process: func() upgrade.View { return up.stats.View(os.Getpid(), up.state()) }}
+			if p.apiMetrics {
+				src.Metrics = metrics
+			}
+			h = api.Handler(src)
+			if len(p.open) > 0 {
+				h = api.LocalOnly(h, p.open...)
+			}
+		case serveMetrics:
+			h = api.MetricsOnly(metrics)
+		default:
+			h = api.PingOnly()
+		}
+		ls = append(ls, &adminListener{key: p.key, addr: p.addr, what: p.what, hs: api.NewServer(h)})
 	}
 	for i, l := range ls {
 		var ln *net.TCPListener

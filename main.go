@@ -163,12 +163,29 @@ func run(cmd *config.Command, handoverFD int, ignored []cmdline.IgnoredVariable)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 
+	// The old process's listening sockets, each given to the listener here
+	// with its name and address, or else its address (upgrade.Match); keyed
+	// by the name here.
 	inherited := map[string]upgrade.Listener{}
 	epsInherited := map[string]proxy.Inherited{}
 	if pred != nil {
-		for _, l := range pred.Hello.Listeners {
-			inherited[l.Name] = l
-			epsInherited[l.Name] = proxy.Inherited{Name: l.Name, Address: l.Address, FD: l.FD}
+		want := map[string]string{}
+		for name, ep := range st.EntryPoints {
+			if ep != nil {
+				want[name] = ep.Address
+			}
+		}
+		for _, p := range planAdmin(st) {
+			want[p.key] = p.addr
+		}
+		inherited = upgrade.Match(pred.Hello.Listeners, want)
+		for name, l := range inherited {
+			if l.Name != name {
+				log.Info().Str("address", l.Address).Str("was", l.Name).Str("now", name).Msg("upgrade: a listening socket is taken over under another name (same address)")
+			}
+			if _, ok := st.EntryPoints[name]; ok {
+				epsInherited[name] = proxy.Inherited{Name: l.Name, Address: l.Address, FD: l.FD}
+			}
 		}
 	}
 	var defaultTransport *config.TCPServersTransport
@@ -304,10 +321,17 @@ func run(cmd *config.Command, handoverFD int, ignored []cmdline.IgnoredVariable)
 		if err := settle.wait(pred.Hello.Providers, readyTimeout); err != nil {
 			return err
 		}
+		// The old process parks the connections it has not routed on the
+		// entry points named here, by its names, and hands them over; a
+		// socket an admin listener takes is not named: the old process
+		// routes what it accepted there itself (here it would be no entry
+		// point's).
 		var uses []string
-		for name := range inherited {
-			if srv.Uses(name) || admin.uses(name) {
-				uses = append(uses, name)
+		epName := map[string]string{} // the old process's entry point name -> the name here
+		for name, l := range inherited {
+			if srv.Uses(name) {
+				uses = append(uses, l.Name)
+				epName[l.Name] = name
 			}
 		}
 		sort.Strings(uses)
@@ -342,15 +366,23 @@ func run(cmd *config.Command, handoverFD int, ignored []cmdline.IgnoredVariable)
 		// The connections the old process had not routed come next, to be
 		// routed here.
 		go pred.ServeConns(func(c upgrade.Conn, fd int) {
-			h := proxy.Handed{EntryPoint: c.EntryPoint, FD: fd, Read: c.Read, Answered: c.Answered, Deadline: c.Deadline, Silent: c.Silent}
+			ep := c.EntryPoint
+			if n, ok := epName[ep]; ok {
+				ep = n // renamed here
+			}
+			h := proxy.Handed{EntryPoint: ep, FD: fd, Read: c.Read, Answered: c.Answered, Deadline: c.Deadline, Silent: c.Silent}
 			if err := srv.Adopt(h); err != nil {
 				log.Warn().Err(err).Msg("upgrade: a connection the old process handed over")
 			}
 		}, func(err error) {
 			log.Warn().Err(err).Msg("upgrade: the connections the old process hands over")
 		})
+		served := map[int]bool{}
 		for name, l := range inherited {
-			if !srv.Uses(name) && !admin.uses(name) {
+			served[l.FD] = srv.Uses(name) || admin.uses(name)
+		}
+		for _, l := range pred.Hello.Listeners {
+			if !served[l.FD] {
 				_ = syscall.Close(l.FD) // its entry point is gone or moved
 			}
 		}

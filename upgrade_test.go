@@ -865,3 +865,91 @@ func TestUpgradeKeepsServerCaps(t *testing.T) {
 		t.Fatalf("in the third process: %+v, want 1 open and 1 inherited (the second's)", st)
 	}
 }
+
+// An upgrade whose static configuration renamed an entry point, and made
+// another Traefik's internal entry point (ping.entryPoint, traefik by
+// default), takes both sockets over by their address: the new process used
+// to bind them anew, which fails while the old process holds them, and the
+// upgrade was refused. A connection the old process accepted on the renamed
+// entry point and had not routed is routed by the new one, under the new
+// name; the internal one answers /ping.
+func TestUpgradeTakesOverListenersByAddress(t *testing.T) {
+	be := itest.EchoServer(t, "")
+	dyn := itest.WriteFile(t, "dyn.yml", fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n"+
+		"  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be))
+	db, tr, apiAddr := itest.FreeAddr(t), itest.FreeAddr(t), itest.FreeAddr(t)
+	static := filepath.Join(t.TempDir(), "tollgate.yml")
+	staticYAML := func(dbName, ping string) string {
+		return fmt.Sprintf("entryPoints:\n  %s:\n    address: %q\n    proxyProtocol:\n      trustedIPs: [127.0.0.1/32]\n"+
+			"    transport:\n      respondingTimeouts:\n        serverFirstTimeout: 0\n      lifeCycle:\n        graceTimeOut: 1s\n"+
+			"  traefik:\n    address: %q\n    transport:\n      lifeCycle:\n        graceTimeOut: 1s\n"+
+			"providers:\n  file:\n    filename: %q\napi:\n  address: %q\n%s", dbName, db, tr, dyn, apiAddr, ping)
+	}
+	replaceFile(t, static, staticYAML("db", ""))
+	cmd := exec.Command(itest.Binary(t), "--configFile="+static)
+	out := &itest.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("tollgate output:\n%s", out)
+		}
+	})
+	itest.Eventually(t, 10*time.Second, func() bool { return forwarded(t, "127.0.0.1", tr) }, "nothing forwarded on the traefik entry point")
+	// Accepted by the old process, silent (its PROXY header comes after the
+	// handover).
+	late := dialHeld(t, db)
+	itest.Eventually(t, 5*time.Second, func() bool {
+		resp, err := noKeepAlive.Get("http://" + apiAddr + "/api/entrypoints/db")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var ep struct {
+			Accepted uint64 `json:"acceptedTotal"`
+		}
+		return json.NewDecoder(resp.Body).Decode(&ep) == nil && ep.Accepted == 1
+	}, "the old process did not accept the silent connection")
+
+	replaceFile(t, static, staticYAML("postgres", "ping: {}\n"))
+	mustUpgrade(t, apiAddr)
+
+	sendHeader(t, late, "10.9.9.9")
+	if err := itest.Echo(late); err != nil {
+		t.Errorf("the connection accepted before the handover on db was not routed on postgres: %v", err)
+	}
+	c := dialHeld(t, db)
+	sendHeader(t, c, "10.9.9.8")
+	if err := itest.Echo(c); err != nil {
+		t.Errorf("a new connection on the renamed entry point: %v", err)
+	}
+	resp, err := noKeepAlive.Get("http://" + tr + "/ping")
+	if err != nil {
+		t.Fatalf("the traefik entry point, internal now: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "OK" {
+		t.Errorf("GET /ping on the traefik entry point: %d %q, want 200 OK", resp.StatusCode, body)
+	}
+	var eps []struct {
+		Name    string `json:"name"`
+		Address string `json:"address"`
+	}
+	resp, err = noKeepAlive.Get("http://" + apiAddr + "/api/entrypoints")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&eps)
+	resp.Body.Close()
+	if len(eps) != 1 || eps[0].Name != "postgres" {
+		t.Errorf("entry points after the upgrade: %+v, want postgres alone (traefik is internal)", eps)
+	}
+	if v := processView(t, apiAddr); v.Received == nil || v.Received.Unrouted != 1 {
+		t.Errorf("handover view: %+v, want the unrouted connection received", v.Received)
+	}
+}

@@ -107,3 +107,34 @@ func TestSeedHealth(t *testing.T) {
 		t.Fatal("the seed was used twice")
 	}
 }
+
+// A socket taken over from the old process's admin listener (made by Go's
+// net.Listen, as an entry point that was internal there is) gets the
+// options an entry point's sockets inherit: keepalive and TCP_NODELAY.
+func TestInheritedListenerGetsTheAcceptedSocketsOptions(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := NewEntryPointFrom("db", &config.EntryPoint{Address: ln.Addr().String()}, fd, zerolog.Nop())
+	if err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	defer ep.closeListener()
+	for _, o := range inheritedOpts {
+		if v, err := unix.GetsockoptInt(fd, o[0], o[1]); err != nil || v != o[2] {
+			t.Errorf("option %d/%d on the inherited listener: %d (%v), want %d", o[0], o[1], v, err, o[2])
+		}
+	}
+}

@@ -62,14 +62,7 @@ func listenSocket(addr string, reusePort bool) (fd int, bound netip.AddrPort, wi
 		_ = unix.Close(fd)
 		return -1, netip.AddrPort{}, false, opErr(op, e)
 	}
-	opts := [][3]int{
-		{unix.SOL_SOCKET, unix.SO_REUSEADDR, 1},
-		{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
-		{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, keepAliveIdle},
-		{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, keepAliveInterval},
-		{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, keepAliveCount},
-		{unix.IPPROTO_TCP, unix.TCP_NODELAY, 1},
-	}
+	opts := append([][3]int{{unix.SOL_SOCKET, unix.SO_REUSEADDR, 1}}, inheritedOpts...)
 	if reusePort {
 		opts = append(opts, [3]int{unix.SOL_SOCKET, unix.SO_REUSEPORT, 1})
 	}
@@ -108,9 +101,21 @@ func listenSocket(addr string, reusePort bool) (fd int, bound netip.AddrPort, wi
 	return fd, sockaddrAP(got), wildcard, nil
 }
 
+// inheritedOpts are the options a listening socket gives the sockets it
+// accepts, set on it so that accepting costs no setsockopt.
+var inheritedOpts = [][3]int{
+	{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
+	{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, keepAliveIdle},
+	{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, keepAliveInterval},
+	{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, keepAliveCount},
+	{unix.IPPROTO_TCP, unix.TCP_NODELAY, 1},
+}
+
 // inheritedListener checks that fd is a listening TCP socket (IPv4 or IPv6),
-// makes it non-blocking and close-on-exec, and returns its address and
-// whether it is bound to every address.
+// makes it non-blocking and close-on-exec, sets inheritedOpts on it (it may
+// have been the old process's admin listener, which Go's net.Listen made
+// without them), and returns its address and whether it is bound to every
+// address.
 func inheritedListener(fd int) (bound netip.AddrPort, wildcard bool, err error) {
 	for _, c := range []struct {
 		opt  int
@@ -137,6 +142,11 @@ func inheritedListener(fd int) (bound netip.AddrPort, wildcard bool, err error) 
 		return bound, false, os.NewSyscallError("fcntl", err)
 	}
 	unix.CloseOnExec(fd)
+	for _, o := range inheritedOpts {
+		if err := unix.SetsockoptInt(fd, o[0], o[1], o[2]); err != nil {
+			return bound, false, os.NewSyscallError("setsockopt", err)
+		}
+	}
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
 		return bound, false, os.NewSyscallError("getsockname", err)

@@ -39,8 +39,9 @@ func NewServer(eps map[string]*config.EntryPoint, log zerolog.Logger) (*Server, 
 }
 
 // Inherited is a listening socket handed over by the process this one
-// upgrades (README, "Upgrading in place"): the entry point's name, the
-// address it was configured with there, and the descriptor.
+// upgrades (README, "Upgrading in place"): its name there (an entry
+// point's, or an admin listener's key), the address it was configured with
+// there, and the descriptor.
 type Inherited struct {
 	Name    string
 	Address string
@@ -48,8 +49,9 @@ type Inherited struct {
 }
 
 // NewServerFrom is NewServer for a process that inherited listening
-// sockets: an entry point configured with the same name and address takes
-// over its inherited socket (nothing is bound again: connections waiting in
+// sockets, keyed by the entry point that takes each over (its name here; the
+// caller pairs them, by name or by address: upgrade.Match): an entry point
+// whose address is its socket's is not bound again (connections waiting in
 // its queue are kept), any other is bound as usual. The caller keeps the
 // inherited sockets that Uses does not report.
 func NewServerFrom(eps map[string]*config.EntryPoint, inherited map[string]Inherited, log zerolog.Logger) (*Server, error) {

@@ -63,8 +63,9 @@ var errFrame = errors.New("malformed state channel message")
 
 // Listener is a listening socket handed to the new process.
 type Listener struct {
-	// Name is the entry point's name, or "api.address" /
-	// "metrics.prometheus.address" for the admin listeners.
+	// Name is the entry point's name, or "api.address",
+	// "metrics.prometheus.address", "ping.entryPoint" or "ping.address" for
+	// the admin listeners.
 	Name string `json:"name"`
 	// Address is the address it was configured with.
 	Address string `json:"address"`
