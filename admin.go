@@ -148,7 +148,7 @@ func adminListeners(st *config.Static, srv *proxy.Server, w *provider.Watcher, u
 	for i, l := range ls {
 		var ln *net.TCPListener
 		in, ok := inherited[l.key]
-		if ok && in.Address == l.addr {
+		if ok && proxy.ListenKey(in.Address) == proxy.ListenKey(l.addr) {
 			f := os.NewFile(uintptr(in.FD), l.key)
 			fl, err := net.FileListener(f)
 			f.Close()

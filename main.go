@@ -164,8 +164,9 @@ func run(cmd *config.Command, handoverFD int, ignored []cmdline.IgnoredVariable)
 	defer signal.Stop(sigs)
 
 	// The old process's listening sockets, each given to the listener here
-	// with its name and address, or else its address (upgrade.Match); keyed
-	// by the name here.
+	// with its name and address, or else its address (upgrade.Match, the
+	// addresses compared by what they bind: proxy.ListenKey); keyed by the
+	// name here.
 	inherited := map[string]upgrade.Listener{}
 	epsInherited := map[string]proxy.Inherited{}
 	if pred != nil {
@@ -178,10 +179,10 @@ func run(cmd *config.Command, handoverFD int, ignored []cmdline.IgnoredVariable)
 		for _, p := range planAdmin(st) {
 			want[p.key] = p.addr
 		}
-		inherited = upgrade.Match(pred.Hello.Listeners, want)
+		inherited = upgrade.Match(pred.Hello.Listeners, want, proxy.ListenKey)
 		for name, l := range inherited {
-			if l.Name != name {
-				log.Info().Str("address", l.Address).Str("was", l.Name).Str("now", name).Msg("upgrade: a listening socket is taken over under another name (same address)")
+			if l.Name != name || l.Address != want[name] {
+				log.Info().Str("was", l.Name).Str("was_address", l.Address).Str("now", name).Str("address", want[name]).Msg("upgrade: a listening socket is taken over under another name or spelling of its address (the same socket)")
 			}
 			if _, ok := st.EntryPoints[name]; ok {
 				epsInherited[name] = proxy.Inherited{Name: l.Name, Address: l.Address, FD: l.FD}

@@ -872,20 +872,23 @@ func TestUpgradeKeepsServerCaps(t *testing.T) {
 // to bind them anew, which fails while the old process holds them, and the
 // upgrade was refused. A connection the old process accepted on the renamed
 // entry point and had not routed is routed by the new one, under the new
-// name; the internal one answers /ping.
+// name; the internal one answers /ping. The renamed entry point's address,
+// and the API's, are spelled localhost instead of 127.0.0.1 in the new
+// configuration: the same sockets (proxy.ListenKey), taken over too.
 func TestUpgradeTakesOverListenersByAddress(t *testing.T) {
 	be := itest.EchoServer(t, "")
 	dyn := itest.WriteFile(t, "dyn.yml", fmt.Sprintf("tcp:\n  routers:\n    r:\n      rule: \"HostSNI(`*`)\"\n      service: s\n"+
 		"  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: %q\n", be))
 	db, tr, apiAddr := itest.FreeAddr(t), itest.FreeAddr(t), itest.FreeAddr(t)
 	static := filepath.Join(t.TempDir(), "tollgate.yml")
-	staticYAML := func(dbName, ping string) string {
+	localhost := func(addr string) string { return strings.Replace(addr, "127.0.0.1:", "localhost:", 1) }
+	staticYAML := func(dbName, dbAddr, api, ping string) string {
 		return fmt.Sprintf("entryPoints:\n  %s:\n    address: %q\n    proxyProtocol:\n      trustedIPs: [127.0.0.1/32]\n"+
 			"    transport:\n      respondingTimeouts:\n        serverFirstTimeout: 0\n      lifeCycle:\n        graceTimeOut: 1s\n"+
 			"  traefik:\n    address: %q\n    transport:\n      lifeCycle:\n        graceTimeOut: 1s\n"+
-			"providers:\n  file:\n    filename: %q\napi:\n  address: %q\n%s", dbName, db, tr, dyn, apiAddr, ping)
+			"providers:\n  file:\n    filename: %q\napi:\n  address: %q\n%s", dbName, dbAddr, tr, dyn, api, ping)
 	}
-	replaceFile(t, static, staticYAML("db", ""))
+	replaceFile(t, static, staticYAML("db", db, apiAddr, ""))
 	cmd := exec.Command(itest.Binary(t), "--configFile="+static)
 	out := &itest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -915,7 +918,9 @@ func TestUpgradeTakesOverListenersByAddress(t *testing.T) {
 		return json.NewDecoder(resp.Body).Decode(&ep) == nil && ep.Accepted == 1
 	}, "the old process did not accept the silent connection")
 
-	replaceFile(t, static, staticYAML("postgres", "ping: {}\n"))
+	// Renamed and respelled (localhost is 127.0.0.1: the same socket), and
+	// the API's address respelled.
+	replaceFile(t, static, staticYAML("postgres", localhost(db), localhost(apiAddr), "ping: {}\n"))
 	mustUpgrade(t, apiAddr)
 
 	sendHeader(t, late, "10.9.9.9")

@@ -22,27 +22,11 @@ import (
 // and TCP_NODELAY. Errors read as Go's: "listen tcp 127.0.0.1:5432: bind:
 // address already in use".
 func listenSocket(addr string, reusePort bool) (fd int, bound netip.AddrPort, wildcard bool, err error) {
-	host, portStr, err := net.SplitHostPort(addr)
+	ip, port, err := parseListenAddr(addr)
 	if err != nil {
 		return -1, bound, false, err
 	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil {
-		return -1, bound, false, &net.AddrError{Err: "invalid port", Addr: addr}
-	}
-	var ip netip.Addr
-	switch host = strings.Trim(host, "[]"); host {
-	case "":
-		wildcard = true
-	case "localhost":
-		ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})
-	default:
-		if ip, err = netip.ParseAddr(host); err != nil {
-			return -1, bound, false, &net.AddrError{Err: "not an IP address", Addr: host}
-		}
-		ip = ip.Unmap()
-		wildcard = ip.IsUnspecified()
-	}
+	wildcard = !ip.IsValid() || ip.IsUnspecified()
 	opErr := func(op string, e error) error {
 		return &net.OpError{Op: "listen", Net: "tcp", Addr: &net.TCPAddr{IP: ip.AsSlice(), Port: int(port)}, Err: os.NewSyscallError(op, e)}
 	}
@@ -99,6 +83,50 @@ func listenSocket(addr string, reusePort bool) (fd int, bound netip.AddrPort, wi
 		return fail("getsockname", err)
 	}
 	return fd, sockaddrAP(got), wildcard, nil
+}
+
+// parseListenAddr reads a listening address as listenSocket binds it:
+// "[host]:port", host an IP literal (an IPv4-mapped IPv6 address is the IPv4
+// one), "localhost" (127.0.0.1), or empty (the zero Addr: every address,
+// dual-stack).
+func parseListenAddr(addr string) (netip.Addr, uint16, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.Addr{}, 0, err
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return netip.Addr{}, 0, &net.AddrError{Err: "invalid port", Addr: addr}
+	}
+	var ip netip.Addr
+	switch host = strings.Trim(host, "[]"); host {
+	case "":
+	case "localhost":
+		ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	default:
+		if ip, err = netip.ParseAddr(host); err != nil {
+			return netip.Addr{}, 0, &net.AddrError{Err: "not an IP address", Addr: host}
+		}
+		ip = ip.Unmap()
+	}
+	return ip, uint16(port), nil
+}
+
+// ListenKey is what addr binds, as a string two addresses share when they
+// bind the same socket: "localhost:5432", "127.0.0.1:05432" and
+// "[::ffff:127.0.0.1]:5432" are all "127.0.0.1:5432", ":5432" stays ":5432"
+// (dual-stack, not "0.0.0.0:5432"). An address listenSocket would refuse (a
+// host name an admin listener may use) is its own key. An upgrade in place
+// matches inherited sockets by it (upgrade.Match).
+func ListenKey(addr string) string {
+	ip, port, err := parseListenAddr(addr)
+	switch {
+	case err != nil:
+		return addr
+	case !ip.IsValid():
+		return ":" + strconv.Itoa(int(port))
+	}
+	return netip.AddrPortFrom(ip, port).String()
 }
 
 // inheritedOpts are the options a listening socket gives the sockets it

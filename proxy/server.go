@@ -51,7 +51,7 @@ type Inherited struct {
 // NewServerFrom is NewServer for a process that inherited listening
 // sockets, keyed by the entry point that takes each over (its name here; the
 // caller pairs them, by name or by address: upgrade.Match): an entry point
-// whose address is its socket's is not bound again (connections waiting in
+// whose address binds its socket's (ListenKey) is not bound again (connections waiting in
 // its queue are kept), any other is bound as usual. The caller keeps the
 // inherited sockets that Uses does not report.
 func NewServerFrom(eps map[string]*config.EntryPoint, inherited map[string]Inherited, log zerolog.Logger) (*Server, error) {
@@ -63,7 +63,7 @@ func NewServerFrom(eps map[string]*config.EntryPoint, inherited map[string]Inher
 	for _, name := range s.names {
 		var ep *EntryPoint
 		var err error
-		if in, ok := inherited[name]; ok && in.Address == eps[name].Address {
+		if in, ok := inherited[name]; ok && ListenKey(in.Address) == ListenKey(eps[name].Address) {
 			ep, err = NewEntryPointFrom(name, eps[name], in.FD, log)
 			if ep != nil {
 				ep.inherited = true

@@ -13,8 +13,19 @@ import "sort"
 // the connections waiting in its queue carry over, as HAProxy matches
 // sockets by address at a reload. Each socket goes to one listener at most;
 // what is not matched is the caller's to close. The result maps the name in
-// want to the socket, whose Name is the old process's.
-func Match(inherited []Listener, want map[string]string) map[string]Listener {
+// want to the socket, whose Name and Address are the old process's.
+//
+// Addresses are compared by key: what each binds (proxy.ListenKey), so that
+// "localhost:5432" takes over the socket of "127.0.0.1:5432"; a nil key
+// compares them as written.
+func Match(inherited []Listener, want map[string]string, key func(addr string) string) map[string]Listener {
+	if key == nil {
+		key = func(addr string) string { return addr }
+	}
+	keys := make([]string, len(inherited))
+	for i, l := range inherited {
+		keys[i] = key(l.Address)
+	}
 	names := make([]string, 0, len(want))
 	for name := range want {
 		names = append(names, name)
@@ -23,8 +34,9 @@ func Match(inherited []Listener, want map[string]string) map[string]Listener {
 	got := map[string]Listener{}
 	taken := make([]bool, len(inherited))
 	for _, name := range names {
+		k := key(want[name])
 		for i, l := range inherited {
-			if !taken[i] && l.Name == name && l.Address == want[name] {
+			if !taken[i] && l.Name == name && keys[i] == k {
 				got[name], taken[i] = l, true
 				break
 			}
@@ -34,8 +46,9 @@ func Match(inherited []Listener, want map[string]string) map[string]Listener {
 		if _, ok := got[name]; ok {
 			continue
 		}
+		k := key(want[name])
 		for i, l := range inherited {
-			if !taken[i] && l.Address == want[name] {
+			if !taken[i] && keys[i] == k {
 				got[name], taken[i] = l, true
 				break
 			}

@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -33,7 +34,7 @@ func TestMatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := map[string]int{}
-			for name, l := range Match(old, tc.want) {
+			for name, l := range Match(old, tc.want, nil) {
 				got[name] = l.FD
 				if l.Address != tc.want[name] {
 					t.Errorf("%s took %+v, configured at %s", name, l, tc.want[name])
@@ -43,5 +44,28 @@ func TestMatch(t *testing.T) {
 				t.Errorf("Match = %v, want %v", got, tc.got)
 			}
 		})
+	}
+}
+
+// The key decides which addresses are one: with a key that reads "localhost"
+// as 127.0.0.1 (what proxy.ListenKey does), an entry point respelled from
+// 127.0.0.1:5432 to localhost:5432 keeps its socket, under its own name
+// first and under another's next; without it, the spellings differ.
+func TestMatchComparesAddressesByKey(t *testing.T) {
+	old := []Listener{
+		{Name: "db", Address: "127.0.0.1:5432", FD: 3},
+		{Name: "mq", Address: "127.0.0.1:5672", FD: 4},
+	}
+	key := func(addr string) string { return strings.Replace(addr, "localhost", "127.0.0.1", 1) }
+	want := map[string]string{"db": "localhost:5432", "amqp": "localhost:5672"}
+	got := map[string]int{}
+	for name, l := range Match(old, want, key) {
+		got[name] = l.FD
+	}
+	if w := map[string]int{"db": 3, "amqp": 4}; !reflect.DeepEqual(got, w) {
+		t.Errorf("Match with a key = %v, want %v", got, w)
+	}
+	if got := Match(old, want, nil); len(got) != 0 {
+		t.Errorf("Match without a key = %v, want nothing (the spellings differ)", got)
 	}
 }

@@ -1,0 +1,56 @@
+package proxy
+
+import (
+	"errors"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestListenKey(t *testing.T) {
+	for _, tc := range []struct{ addr, key string }{
+		{"127.0.0.1:5432", "127.0.0.1:5432"},
+		{"localhost:5432", "127.0.0.1:5432"},
+		{"127.0.0.1:05432", "127.0.0.1:5432"},
+		{"[::ffff:127.0.0.1]:5432", "127.0.0.1:5432"},
+		{":5432", ":5432"},
+		{"[]:5432", ":5432"},
+		{"0.0.0.0:5432", "0.0.0.0:5432"}, // IPv4 only: not the dual-stack ":5432"
+		{"[::]:5432", "[::]:5432"},       // IPv6 only
+		{"[::1]:5432", "[::1]:5432"},
+		{"[0:0::1]:5432", "[::1]:5432"},
+		{"db.internal:5432", "db.internal:5432"}, // not bound by listenSocket: as written
+		{"127.0.0.1:postgres", "127.0.0.1:postgres"},
+		{"nonsense", "nonsense"},
+	} {
+		if got := ListenKey(tc.addr); got != tc.key {
+			t.Errorf("ListenKey(%q) = %q, want %q", tc.addr, got, tc.key)
+		}
+	}
+}
+
+// Addresses with one key bind one socket: the second bind of the same key,
+// however spelled, is refused by the kernel (which is why an upgrade must
+// take the socket over rather than bind it).
+func TestListenKeyIsWhatTheKernelBinds(t *testing.T) {
+	fd, bound, _, err := listenSocket("localhost:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	port := strconv.Itoa(int(bound.Port()))
+	for _, addr := range []string{"127.0.0.1:" + port, "[::ffff:127.0.0.1]:" + port, "127.0.0.1:0" + port} {
+		if ListenKey(addr) != ListenKey("localhost:"+port) {
+			t.Errorf("ListenKey(%q) = %q, differs from localhost's %q", addr, ListenKey(addr), ListenKey("localhost:"+port))
+		}
+		fd2, _, _, err := listenSocket(addr, false)
+		if err == nil {
+			unix.Close(fd2)
+			t.Errorf("%s bound beside localhost:%s: not the same socket", addr, port)
+		} else if !errors.Is(err, syscall.EADDRINUSE) {
+			t.Errorf("%s: %v, want address already in use", addr, err)
+		}
+	}
+}
