@@ -54,3 +54,23 @@ func TestListenKeyIsWhatTheKernelBinds(t *testing.T) {
 		}
 	}
 }
+
+// A listening address, however malformed, gets a key and never a panic; a
+// key is its own key (so two spellings of one socket meet at one key), and
+// an address listenSocket accepts keys to one it accepts too.
+func FuzzListenKey(f *testing.F) {
+	for _, s := range []string{":5432", "localhost:5432", "[::ffff:127.0.0.1]:05432", "0.0.0.0:1", "[::]:1", "[fe80::1%eth0]:80", "x", "[]:1", "1.2.3.4:99999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, addr string) {
+		k := ListenKey(addr)
+		if k2 := ListenKey(k); k2 != k {
+			t.Fatalf("ListenKey(%q) = %q, whose key is %q", addr, k, k2)
+		}
+		if _, _, err := parseListenAddr(addr); err == nil {
+			if _, _, err := parseListenAddr(k); err != nil {
+				t.Fatalf("%q parses, its key %q does not: %v", addr, k, err)
+			}
+		}
+	})
+}
