@@ -23,8 +23,8 @@ import (
 // server is dialled with TLS, is routed and admitted on its loop like any
 // other (the ClientHello read there, inFlightConn, ipAllowList and
 // rateLimit decided before any handshake work), then leaves the loop: its
-// socket becomes a *net.TCPConn, and one goroutine (with a second for the
-// backend-to-client direction) does the handshakes, the dial and the copy.
+// socket becomes a *net.TCPConn, one goroutine does the handshakes and the
+// dial, and two more, one per direction, the copy (proxyGo).
 // The entry point owns these goroutines: Shutdown closes their sockets at
 // the end of the drain and waits for them.
 
@@ -37,6 +37,9 @@ type gconn struct {
 	stream net.Conn     // what the client's bytes are read from: raw, or the TLS connection
 	began  time.Time
 	pg     bool // a PostgreSQL client that asked for TLS (postgres.go)
+	// copying: the copy started (proxyGo) and ends the connection; set and
+	// read by the goroutine that runs serve.
+	copying bool
 
 	mu      sync.Mutex
 	closed  bool          // abort ran: every socket is closed, new ones are closed at once
@@ -137,7 +140,8 @@ func detach(rc *rconn) *gconn {
 }
 
 // goServe runs serve on a goroutine the entry point owns; shutdown aborts
-// g and waits for it.
+// g and waits for it. A connection that reaches its copy (proxyGo) stays
+// owned until the copy's end, when the goroutine that ran serve is long gone.
 func (e *EntryPoint) goServe(g *gconn, serve func(*gconn)) {
 	e.gmu.Lock()
 	if e.gconns == nil {
@@ -149,13 +153,21 @@ func (e *EntryPoint) goServe(g *gconn, serve func(*gconn)) {
 	e.goWorked()
 	go func() {
 		defer func() {
-			e.gmu.Lock()
-			delete(e.gconns, g)
-			e.gmu.Unlock()
-			e.gwg.Done()
+			if !g.copying {
+				e.goDone(g)
+			}
 		}()
 		serve(g)
 	}()
+}
+
+// goDone ends the entry point's ownership of g, once: when serve returned
+// without starting the copy, or at the copy's end.
+func (e *EntryPoint) goDone(g *gconn) {
+	e.gmu.Lock()
+	delete(e.gconns, g)
+	e.gmu.Unlock()
+	e.gwg.Done()
 }
 
 // goWorked counts work done by goroutines for e's connections: while it
@@ -319,10 +331,7 @@ func (lb *loadBalancer) serveGo(g *gconn) {
 			}
 			continue
 		}
-		lb.proxyGo(g, srv, b)
-		if slot != nil {
-			lb.cap.release(slot)
-		}
+		lb.proxyGo(g, srv, b, slot)
 		return
 	}
 	c.Refuse(true)
@@ -574,8 +583,15 @@ func halfClose(conn net.Conn, raw *net.TCPConn) {
 
 // proxyGo copies both ways between the client and b until both ended, with
 // the termination delay once one has, releasing the client's limiter slots
-// when the client's side ends (as the loop does).
-func (lb *loadBalancer) proxyGo(g *gconn, srv *server, b net.Conn) {
+// when the client's side ends (as the loop does), and slot, the server's
+// maxConn place, at the end.
+//
+// The copy runs on two new goroutines, one per direction, and the caller's
+// returns: it did the TLS handshakes, whose cryptography grew its stack to
+// tens of KiB, and an idle connection would hold that stack while it lasts
+// (a third goroutine, waiting for the two). Whichever direction ends last
+// ends the connection (goCopy.done).
+func (lb *loadBalancer) proxyGo(g *gconn, srv *server, b net.Conn, slot *capServer) {
 	c := g.c
 	var braw *net.TCPConn
 	switch bc := b.(type) {
@@ -585,78 +601,97 @@ func (lb *loadBalancer) proxyGo(g *gconn, srv *server, b net.Conn) {
 		braw, _ = bc.NetConn().(*net.TCPConn)
 	}
 	if len(c.Peeked) > 0 {
-		if _, err := b.Write(c.Peeked); err != nil {
-			c.Peeked = nil
-			lb.endGo(g, srv, b, 0, 0, true)
+		_, err := b.Write(c.Peeked)
+		c.Peeked = nil
+		if err != nil {
+			lb.endGo(g, srv, b, 0, 0, true, slot)
 			return
 		}
-		c.Peeked = nil
 	}
-	type result struct {
-		n   int64
-		err error
-	}
-	upc, dnc := make(chan result, 1), make(chan result, 1)
-	go func() {
-		n, err := copyGo(b, g.stream, g.ep)
-		if err == nil {
-			halfClose(b, braw)
-		}
-		upc <- result{n, err}
-	}()
-	go func() {
-		n, err := copyGo(g.stream, b, g.ep)
-		if err == nil {
-			halfClose(g.stream, g.raw)
-		}
-		dnc <- result{n, err}
-	}()
-	var up, dn int64
-	failed := false
-	var timer <-chan time.Time
-	closeBoth := func() {
-		_ = g.raw.Close()
-		_ = b.Close()
-	}
-	for pending := 2; pending > 0; {
-		select {
-		case r := <-upc:
-			pending--
-			up = r.n
-			upc = nil
-			if r.err != nil {
-				failed = true
-				closeBoth()
-			}
-			if lb.delay >= 0 {
-				c.ClientDone()
-			}
-			if pending > 0 && lb.delay >= 0 && timer == nil {
-				timer = time.After(lb.delay)
-			}
-		case r := <-dnc:
-			pending--
-			dn = r.n
-			dnc = nil
-			if r.err != nil {
-				failed = true
-				closeBoth()
-			}
-			if pending > 0 && lb.delay >= 0 && timer == nil {
-				timer = time.After(lb.delay)
-			}
-		case <-timer:
-			failed = true
-			timer = nil
-			closeBoth()
-		}
-	}
-	lb.endGo(g, srv, b, up, dn, failed)
+	p := &goCopy{lb: lb, g: g, srv: srv, b: b, slot: slot, pending: 2}
+	g.copying = true
+	go p.run(true, b, g.stream, braw)
+	go p.run(false, g.stream, b, g.raw)
 }
 
-// endGo closes both sockets, reports the connection to the observers and
-// finishes it.
-func (lb *loadBalancer) endGo(g *gconn, srv *server, b net.Conn, up, dn int64, failed bool) {
+// goCopy is a goroutine-served connection's copy, both directions.
+type goCopy struct {
+	lb   *loadBalancer
+	g    *gconn
+	srv  *server
+	b    net.Conn
+	slot *capServer
+
+	mu      sync.Mutex
+	pending int // directions not ended yet
+	up, dn  int64
+	failed  bool
+	timer   *time.Timer // the termination delay, once one direction ended
+}
+
+// run copies one direction (up: client to server) and passes its end on.
+func (p *goCopy) run(up bool, dst net.Conn, src io.Reader, rawDst *net.TCPConn) {
+	n, err := copyGo(dst, src, p.g.ep)
+	if err == nil {
+		halfClose(dst, rawDst)
+	}
+	p.done(up, n, err)
+}
+
+// done records one direction's end: a failed one closes both sockets, the
+// client's frees its limiter slots (before the count below, so that the
+// connection's end comes after), the first starts the termination delay,
+// the last ends the connection.
+func (p *goCopy) done(up bool, n int64, err error) {
+	lb := p.lb
+	if up && lb.delay >= 0 {
+		p.g.c.ClientDone()
+	}
+	if err != nil {
+		p.closeBoth()
+	}
+	p.mu.Lock()
+	if up {
+		p.up = n
+	} else {
+		p.dn = n
+	}
+	p.failed = p.failed || err != nil
+	p.pending--
+	last := p.pending == 0
+	if !last && lb.delay >= 0 && p.timer == nil {
+		p.timer = time.AfterFunc(lb.delay, p.expire)
+	}
+	if last && p.timer != nil {
+		p.timer.Stop()
+	}
+	upN, dnN, failed := p.up, p.dn, p.failed
+	p.mu.Unlock()
+	if last {
+		lb.endGo(p.g, p.srv, p.b, upN, dnN, failed, p.slot)
+		p.g.ep.goDone(p.g)
+	}
+}
+
+// expire is the termination delay's end: the direction still open is cut.
+func (p *goCopy) expire() {
+	p.mu.Lock()
+	cut := p.pending > 0
+	p.failed = p.failed || cut
+	p.mu.Unlock()
+	if cut {
+		p.closeBoth()
+	}
+}
+
+func (p *goCopy) closeBoth() {
+	_ = p.g.raw.Close()
+	_ = p.b.Close()
+}
+
+// endGo closes both sockets, reports the connection to the observers,
+// finishes it and gives slot (the server's maxConn place, if any) back.
+func (lb *loadBalancer) endGo(g *gconn, srv *server, b net.Conn, up, dn int64, failed bool, slot *capServer) {
 	_ = g.raw.Close()
 	_ = b.Close()
 	c := g.c
@@ -664,4 +699,7 @@ func (lb *loadBalancer) endGo(g *gconn, srv *server, b net.Conn, up, dn int64, f
 		o.report(c, lb.name, srv.address, time.Since(g.began), up, dn, failed)
 	}
 	c.Finish()
+	if slot != nil {
+		lb.cap.release(slot)
+	}
 }

@@ -186,3 +186,70 @@ func TestCopyGoWaitsWithASmallBuffer(t *testing.T) {
 		t.Fatalf("copied %d, err %v; buffer sizes asked %v, want %v", n, err, r.asked, want)
 	}
 }
+
+// goroutinesIn counts the goroutines with a frame in fn (a function name as
+// runtime.Stack prints it, without the package path).
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "/proxy."+fn+"(") {
+			count++
+		}
+	}
+	return count
+}
+
+// An idle terminated connection is held by two goroutines, one per
+// direction, started after the handshake: the goroutine that did the
+// handshake, its stack grown by the cryptography, returns instead of waiting
+// for the two while the connection lasts. When the connection ends, so do
+// they, and the entry point no longer owns it (a shutdown would wait for it).
+func TestTerminatedConnectionIsHeldByTwoGoroutines(t *testing.T) {
+	ca := newTestCA(t)
+	_, cert, key := ca.issue(t, leafOpts{}, "db.example")
+	be := startBackend(t, "g")
+	s := newTestServer(t, "tls")
+	mustEnabled(t, s.Apply(&config.TCPConfiguration{
+		Routers:  map[string]*config.TCPRouter{"db@file": terminating("HostSNI(`db.example`)", "a@file", "")},
+		Services: map[string]*config.TCPService{"a@file": lbConfig(be.addr())},
+		TLS:      &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(cert, key)}},
+	}))
+	const n = 5
+	var conns []*tls.Conn
+	for range n {
+		c, err := tlsDial(t, s.addr("tls"), &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		greetTLS(t, c)
+		conns = append(conns, c)
+	}
+	ep := s.EntryPoint("tls")
+	owned := func() int {
+		ep.gmu.Lock()
+		defer ep.gmu.Unlock()
+		return len(ep.gconns)
+	}
+	waitFor(t, "two copy goroutines per connection, and nothing else of the connection's", func() bool {
+		return goroutinesIn("(*goCopy).run") == 2*n && goroutinesIn("(*loadBalancer).proxyGo") == 0 && goroutinesIn("(*terminator).serve") == 0
+	})
+	if got := owned(); got != n {
+		t.Fatalf("the entry point owns %d goroutine-served connections, want %d", got, n)
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	waitFor(t, "the copy goroutines gone after the clients closed", func() bool {
+		return goroutinesIn("(*goCopy).run") == 0 && owned() == 0
+	})
+}

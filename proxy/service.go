@@ -101,7 +101,8 @@ func (lb *loadBalancer) pick() int {
 // entry points' event loops.
 //
 // A connection already served by goroutines (TLS termination) is served on
-// its goroutine: ServeTCP returns when it ends. One on a loop whose service
+// its goroutine: ServeTCP returns once its copy has started on goroutines of
+// its own (proxyGo), or it was refused. One on a loop whose service
 // dials a server with TLS leaves the loop first.
 func (lb *loadBalancer) ServeTCP(c *tcp.Conn) {
 	switch s := c.Sock.(type) {
