@@ -9,6 +9,8 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	proxyproto "github.com/pires/go-proxyproto"
@@ -485,16 +487,18 @@ func (lb *loadBalancer) dialGo(g *gconn, srv *server) (net.Conn, error) {
 	return tc, nil
 }
 
-// The copy goroutines' buffers. A copy waits in Read with a small buffer,
-// so that an idle connection holds copySmall bytes per direction, not
-// copyBig: a read that fills it means more is queued, and the copy goes on
-// through a copyBig buffer while reads bring more than copySmall (a TLS
-// read brings at most a record, 16 KiB), as the loops switch small
-// transfers to bulk (rconn.move). Both come from pools: io.Copy allocated
-// 32 KiB per direction per connection, 64 KiB of garbage per terminated
-// connection and more than half of what one allocated
-// (BenchmarkTLSTermination, client and backend included: 184 KB per
-// connection before, 119 after), and held it while the connection idled.
+// The copy goroutines' buffers. A copy from a TLS connection waits in Read
+// with a small buffer, so that an idle connection holds copySmall bytes for
+// that direction, not copyBig; a copy from a plain socket waits with none
+// (rawReader): it takes one once bytes are there. A read that fills the small
+// buffer means more is queued, and the copy goes on through a copyBig
+// buffer while reads bring more than copySmall (a TLS read brings at most a
+// record, 16 KiB), as the loops switch small transfers to bulk (rconn.move).
+// Both come from pools: io.Copy allocated 32 KiB per direction per
+// connection, 64 KiB of garbage per terminated connection and more than half
+// of what one allocated (BenchmarkTLSTermination, client and backend
+// included: 184 KB per connection before, 119 after), and held it while the
+// connection idled.
 const (
 	copySmall = 2 << 10
 	copyBig   = 32 << 10
@@ -503,7 +507,103 @@ const (
 var (
 	smallBufs = sync.Pool{New: func() any { return new([copySmall]byte) }}
 	bigBufs   = sync.Pool{New: func() any { return new([copyBig]byte) }}
+	// copyBufsHeld counts the pooled buffers copies hold (tests read it).
+	copyBufsHeld atomic.Int64
 )
+
+// copyBufs is one copy's buffers: at most one of each, from the pools.
+type copyBufs struct {
+	small *[copySmall]byte
+	big   *[copyBig]byte
+}
+
+// get is the buffer for the next read: the big one while reads fill the
+// small one.
+func (b *copyBufs) get() []byte {
+	if b.big != nil {
+		return b.big[:]
+	}
+	if b.small == nil {
+		b.small = smallBufs.Get().(*[copySmall]byte)
+		copyBufsHeld.Add(1)
+	}
+	return b.small[:]
+}
+
+// after switches buffers after a read of n bytes: to the big one when n
+// filled the small one, back when n would have fitted it.
+func (b *copyBufs) after(n int) {
+	switch {
+	case b.big == nil && n == copySmall:
+		b.big = bigBufs.Get().(*[copyBig]byte)
+		copyBufsHeld.Add(1)
+	case b.big != nil && n <= copySmall:
+		b.putBig()
+	}
+}
+
+func (b *copyBufs) putSmall() {
+	if b.small != nil {
+		smallBufs.Put(b.small)
+		b.small = nil
+		copyBufsHeld.Add(-1)
+	}
+}
+
+func (b *copyBufs) putBig() {
+	if b.big != nil {
+		bigBufs.Put(b.big)
+		b.big = nil
+		copyBufsHeld.Add(-1)
+	}
+}
+
+// rawReader reads a plain socket without holding a buffer while it waits:
+// the read is tried on the descriptor, and on EAGAIN the small buffer goes
+// back to its pool before Go's poller waits for the socket (with its
+// deadline). Made once per copy: its try is the callback, bound once.
+type rawReader struct {
+	rc   syscall.RawConn
+	bufs *copyBufs
+	try  func(fd uintptr) bool
+	buf  []byte
+	n    int
+	err  error
+}
+
+func newRawReader(rc syscall.RawConn, bufs *copyBufs) *rawReader {
+	r := &rawReader{rc: rc, bufs: bufs}
+	r.try = func(fd uintptr) bool {
+		r.buf = r.bufs.get()
+		for {
+			r.n, r.err = unix.Read(int(fd), r.buf)
+			if r.err != unix.EINTR {
+				break
+			}
+		}
+		if r.err == unix.EAGAIN {
+			r.bufs.putSmall()
+			return false
+		}
+		return true
+	}
+	return r
+}
+
+// read returns the buffer read into and how much; io.EOF at the end of the
+// stream.
+func (r *rawReader) read() ([]byte, int, error) {
+	if err := r.rc.Read(r.try); err != nil {
+		return nil, 0, err
+	}
+	switch {
+	case r.err != nil:
+		return nil, 0, os.NewSyscallError("read", r.err)
+	case r.n == 0:
+		return nil, 0, io.EOF
+	}
+	return r.buf, r.n, nil
+}
 
 // copyGo copies src to dst until src ends, as io.Copy does (nil at the
 // end of src, the first error otherwise), through the pooled buffers above,
@@ -513,24 +613,31 @@ var (
 // splices them.
 func copyGo(dst io.Writer, src io.Reader, ep *EntryPoint) (written int64, err error) {
 	_, rawDst := dst.(*net.TCPConn)
-	_, rawSrc := src.(*net.TCPConn)
+	tcpSrc, rawSrc := src.(*net.TCPConn)
 	if rawDst && rawSrc {
 		return io.Copy(dst, src)
 	}
-	small := smallBufs.Get().(*[copySmall]byte)
-	defer smallBufs.Put(small)
-	var big *[copyBig]byte
-	defer func() {
-		if big != nil {
-			bigBufs.Put(big)
+	var bufs copyBufs
+	defer bufs.putBig()
+	defer bufs.putSmall()
+	var raw *rawReader
+	if rawSrc {
+		rc, err := tcpSrc.SyscallConn()
+		if err != nil {
+			return 0, err
 		}
-	}()
+		raw = newRawReader(rc, &bufs)
+	}
 	for {
-		buf := small[:]
-		if big != nil {
-			buf = big[:]
+		var buf []byte
+		var n int
+		var rerr error
+		if raw != nil {
+			buf, n, rerr = raw.read()
+		} else {
+			buf = bufs.get()
+			n, rerr = src.Read(buf)
 		}
-		n, rerr := src.Read(buf)
 		ep.goWorked()
 		if n > 0 {
 			w, werr := dst.Write(buf[:n])
@@ -545,12 +652,9 @@ func copyGo(dst io.Writer, src io.Reader, ep *EntryPoint) (written int64, err er
 				return written, werr
 			}
 		}
-		switch {
-		case big == nil && n == copySmall:
-			big = bigBufs.Get().(*[copyBig]byte)
-		case big != nil && n <= copySmall:
-			bigBufs.Put(big)
-			big = nil
+		bufs.after(n)
+		if raw != nil {
+			bufs.putSmall() // the wait for the next bytes holds none
 		}
 		if rerr == io.EOF {
 			return written, nil

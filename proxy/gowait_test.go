@@ -211,8 +211,10 @@ func goroutinesIn(fn string) int {
 // An idle terminated connection is held by two goroutines, one per
 // direction, started after the handshake: the goroutine that did the
 // handshake, its stack grown by the cryptography, returns instead of waiting
-// for the two while the connection lasts. When the connection ends, so do
-// they, and the entry point no longer owns it (a shutdown would wait for it).
+// for the two while the connection lasts. Of the two, the one reading the
+// TLS connection waits with a small buffer, the one reading the plain
+// backend with none. When the connection ends, so do they, and the entry
+// point no longer owns it (a shutdown would wait for it).
 func TestTerminatedConnectionIsHeldByTwoGoroutines(t *testing.T) {
 	ca := newTestCA(t)
 	_, cert, key := ca.issue(t, leafOpts{}, "db.example")
@@ -224,6 +226,7 @@ func TestTerminatedConnectionIsHeldByTwoGoroutines(t *testing.T) {
 		TLS:      &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(cert, key)}},
 	}))
 	const n = 5
+	held := copyBufsHeld.Load()
 	var conns []*tls.Conn
 	for range n {
 		c, err := tlsDial(t, s.addr("tls"), &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
@@ -246,10 +249,30 @@ func TestTerminatedConnectionIsHeldByTwoGoroutines(t *testing.T) {
 	if got := owned(); got != n {
 		t.Fatalf("the entry point owns %d goroutine-served connections, want %d", got, n)
 	}
+	waitFor(t, "one copy buffer per idle connection (the TLS side's)", func() bool { return copyBufsHeld.Load()-held == n })
+	// Bytes from the backend take a buffer and give it back.
+	for _, c := range conns {
+		greetAgain(t, c)
+	}
+	waitFor(t, "one copy buffer per idle connection after bytes moved", func() bool { return copyBufsHeld.Load()-held == n })
 	for _, c := range conns {
 		_ = c.Close()
 	}
 	waitFor(t, "the copy goroutines gone after the clients closed", func() bool {
-		return goroutinesIn("(*goCopy).run") == 0 && owned() == 0
+		return goroutinesIn("(*goCopy).run") == 0 && owned() == 0 && copyBufsHeld.Load() == held
 	})
+}
+
+// greetAgain sends a ping through c and reads its echo.
+func greetAgain(t *testing.T, c *tls.Conn) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	if _, err := io.WriteString(c, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	var echo [4]byte
+	if _, err := io.ReadFull(c, echo[:]); err != nil || string(echo[:]) != "ping" {
+		t.Fatalf("echo through the terminated connection = %q, %v", echo[:], err)
+	}
 }
