@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"net"
 	"runtime"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
 
 // loopsInPoller counts the server's loops that wait in Go's poller (asked on
@@ -208,14 +210,25 @@ func goroutinesIn(fn string) int {
 	return count
 }
 
-// An idle terminated connection is held by two goroutines, one per
-// direction, started after the handshake: the goroutine that did the
-// handshake, its stack grown by the cryptography, returns instead of waiting
-// for the two while the connection lasts. Of the two, the one reading the
-// TLS connection waits with a small buffer, the one reading the plain
-// backend with none. When the connection ends, so do they, and the entry
-// point no longer owns it (a shutdown would wait for it).
-func TestTerminatedConnectionIsHeldByTwoGoroutines(t *testing.T) {
+// waitsFiled counts the idle waiter's filed waits.
+func waitsFiled() int {
+	w, err := theWaiter()
+	if err != nil {
+		return -1
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.waits)
+}
+
+// An idle terminated connection holds no goroutine and no copy buffer: each
+// direction, finding no bytes, is filed with the idle waiter and its
+// goroutine ends (the goroutine that did the handshake, its stack grown by
+// the cryptography, returned when the copy started). Bytes in either
+// direction start a goroutine that copies them and files the direction
+// again. When the clients close, the copies end, and the entry point no
+// longer owns the connections (a shutdown would wait for them).
+func TestIdleTerminatedConnectionHoldsNoGoroutine(t *testing.T) {
 	ca := newTestCA(t)
 	_, cert, key := ca.issue(t, leafOpts{}, "db.example")
 	be := startBackend(t, "g")
@@ -226,7 +239,7 @@ func TestTerminatedConnectionIsHeldByTwoGoroutines(t *testing.T) {
 		TLS:      &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(cert, key)}},
 	}))
 	const n = 5
-	held := copyBufsHeld.Load()
+	held, filed := copyBufsHeld.Load(), waitsFiled()
 	var conns []*tls.Conn
 	for range n {
 		c, err := tlsDial(t, s.addr("tls"), &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
@@ -243,23 +256,27 @@ func TestTerminatedConnectionIsHeldByTwoGoroutines(t *testing.T) {
 		defer ep.gmu.Unlock()
 		return len(ep.gconns)
 	}
-	waitFor(t, "two copy goroutines per connection, and nothing else of the connection's", func() bool {
-		return goroutinesIn("(*goCopy).run") == 2*n && goroutinesIn("(*loadBalancer).proxyGo") == 0 && goroutinesIn("(*terminator).serve") == 0
-	})
-	if got := owned(); got != n {
-		t.Fatalf("the entry point owns %d goroutine-served connections, want %d", got, n)
+	idle := func(what string) {
+		t.Helper()
+		waitFor(t, what, func() bool {
+			return waitsFiled()-filed == 2*n && copyBufsHeld.Load() == held &&
+				goroutinesIn("(*goCopy).pump") == 0 && goroutinesIn("(*goCopy).run") == 0 &&
+				goroutinesIn("(*loadBalancer).proxyGo") == 0 && goroutinesIn("(*terminator).serve") == 0
+		})
+		if got := owned(); got != n {
+			t.Fatalf("the entry point owns %d goroutine-served connections, want %d", got, n)
+		}
 	}
-	waitFor(t, "one copy buffer per idle connection (the TLS side's)", func() bool { return copyBufsHeld.Load()-held == n })
-	// Bytes from the backend take a buffer and give it back.
+	idle("both directions of every connection filed with the idle waiter, no goroutine or buffer held")
 	for _, c := range conns {
 		greetAgain(t, c)
 	}
-	waitFor(t, "one copy buffer per idle connection after bytes moved", func() bool { return copyBufsHeld.Load()-held == n })
+	idle("filed again after bytes moved both ways")
 	for _, c := range conns {
 		_ = c.Close()
 	}
-	waitFor(t, "the copy goroutines gone after the clients closed", func() bool {
-		return goroutinesIn("(*goCopy).run") == 0 && owned() == 0 && copyBufsHeld.Load() == held
+	waitFor(t, "the copies ended after the clients closed", func() bool {
+		return owned() == 0 && waitsFiled() == filed && copyBufsHeld.Load() == held
 	})
 }
 
@@ -275,4 +292,46 @@ func greetAgain(t *testing.T, c *tls.Conn) {
 	if _, err := io.ReadFull(c, echo[:]); err != nil || string(echo[:]) != "ping" {
 		t.Fatalf("echo through the terminated connection = %q, %v", echo[:], err)
 	}
+}
+
+// A terminated connection whose server ends first, while the client keeps
+// its side open and silent, ends after the termination delay, also when
+// both directions had gone idle: the client's direction, filed with the
+// idle waiter, is started by the close and ends (it would otherwise wait
+// for bytes that never come). The client reads the end (close_notify, then
+// the close).
+func TestIdleTerminatedDirectionEndsAfterTerminationDelay(t *testing.T) {
+	ca := newTestCA(t)
+	_, cert, key := ca.issue(t, leafOpts{}, "db.example")
+	end := make(chan struct{})
+	be := itest.Listen(t, func(c net.Conn) {
+		_, _ = c.Write([]byte("g"))
+		<-end
+		_ = c.Close() // the server ends first
+	})
+	s := newTestServer(t, "tls")
+	svc := lbConfig(be)
+	delay := 100
+	svc.LoadBalancer.TerminationDelay = &delay
+	mustEnabled(t, s.Apply(&config.TCPConfiguration{
+		Routers:  map[string]*config.TCPRouter{"db@file": terminating("HostSNI(`db.example`)", "a@file", "")},
+		Services: map[string]*config.TCPService{"a@file": svc},
+		TLS:      &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(cert, key)}},
+	}))
+	filed := waitsFiled()
+	c, err := tlsDial(t, s.addr("tls"), &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitFor(t, "both directions filed with the idle waiter", func() bool { return waitsFiled()-filed == 2 })
+	close(end)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(c)
+	if string(got) != "g" || err != nil {
+		t.Fatalf("read %q, %v through the terminated connection; want the server's byte, then the end", got, err)
+	}
+	waitFor(t, "the connection ended while the client holds its side", func() bool {
+		return s.EntryPoint("tls").Open() == 0 && waitsFiled() == filed
+	})
 }

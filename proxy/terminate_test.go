@@ -584,6 +584,7 @@ func TestTLSShutdownDrainsTerminated(t *testing.T) {
 		Services: map[string]*config.TCPService{"a@file": lbConfig(a.addr())},
 		TLS:      &config.TLSConfiguration{Certificates: []*config.CertAndStores{certEntry(dbCert, dbKey)}},
 	}))
+	filed := waitsFiled()
 	c, err := tlsDial(t, s.addr("tls"), &tls.Config{ServerName: "db.example", RootCAs: ca.pool})
 	if err != nil {
 		t.Fatal(err)
@@ -593,6 +594,9 @@ func TestTLSShutdownDrainsTerminated(t *testing.T) {
 	if n := s.EntryPoint("tls").Open(); n != 1 {
 		t.Fatalf("open = %d, want 1", n)
 	}
+	// Idle: both directions wait with the idle waiter, no goroutine; the
+	// drain's end must start them to end the connection.
+	waitFor(t, "both directions filed with the idle waiter", func() bool { return waitsFiled()-filed == 2 })
 	done := make(chan struct{})
 	go func() { s.Shutdown(t.Context()); close(done) }()
 	select {
