@@ -42,7 +42,6 @@ type gconn struct {
 	// copying: the copy started (proxyGo) and ends the connection; set and
 	// read by the goroutine that runs serve.
 	copying bool
-	replay  *replayConn // under stream when it is the TLS connection this process terminates
 
 	mu      sync.Mutex
 	closed  bool          // abort ran: every socket is closed, new ones are closed at once
@@ -261,8 +260,7 @@ func (r *replayConn) Read(p []byte) (int, error) {
 func (t *terminator) serve(g *gconn) {
 	c := g.c
 	g.handshakeDeadline()
-	g.replay = &replayConn{TCPConn: g.raw, pending: c.Peeked}
-	tc := tls.Server(g.replay, t.conf)
+	tc := tls.Server(&replayConn{TCPConn: g.raw, pending: c.Peeked}, t.conf)
 	c.Peeked = nil
 	if err := tc.Handshake(); err != nil {
 		i := classifyHandshake(err)
@@ -698,10 +696,10 @@ func halfClose(conn net.Conn, raw *net.TCPConn) {
 //
 // Each direction runs on goroutines of its own, and the caller's returns:
 // it did the TLS handshakes, whose cryptography grew its stack to tens of
-// KiB. A direction reading the TLS connection this process terminates, or a
-// plain socket, holds no goroutine while no bytes come (goCopy.pump); one
-// reading a TLS server's connection waits in its Read (goCopy.run).
-// Whichever direction ends last ends the connection (goCopy.done).
+// KiB. A direction holds no goroutine while no bytes come (goCopy.pump);
+// one whose socket cannot be watched waits in its source's Read
+// (goCopy.run). Whichever direction ends last ends the connection
+// (goCopy.done).
 func (lb *loadBalancer) proxyGo(g *gconn, srv *server, b net.Conn, slot *capServer) {
 	c := g.c
 	var braw *net.TCPConn
@@ -724,8 +722,8 @@ func (lb *loadBalancer) proxyGo(g *gconn, srv *server, b net.Conn, slot *capServ
 	p.dirs[1] = goDir{up: false, src: b, dst: g.stream, rawDst: g.raw}
 	if w, err := theWaiter(); err == nil {
 		p.waiter = w
-		p.dirs[0].watched(g.replay)
-		p.dirs[1].watched(nil)
+		p.dirs[0].watched()
+		p.dirs[1].watched()
 	}
 	g.copying = true
 	g.mu.Lock()
@@ -791,9 +789,9 @@ type goDir struct {
 const idleAfter = 100 * time.Millisecond
 
 // watched makes d a direction that holds no goroutine once idle, when src
-// allows it: a plain socket, or the TLS connection terminated here (replay
-// under it); a TLS server's connection waits in its Read.
-func (d *goDir) watched(replay *replayConn) {
+// allows it: a plain socket, or a TLS connection over one (the client's,
+// terminated here, or a TLS server's).
+func (d *goDir) watched() {
 	switch src := d.src.(type) {
 	case *net.TCPConn:
 		if _, ok := d.dst.(*net.TCPConn); ok {
@@ -804,11 +802,17 @@ func (d *goDir) watched(replay *replayConn) {
 			d.read = newRawReader(rc, &d.bufs).read
 		}
 	case *tls.Conn:
-		if replay == nil || src.NetConn() != net.Conn(replay) {
+		var raw *net.TCPConn
+		switch nc := src.NetConn().(type) {
+		case *replayConn:
+			raw = nc.TCPConn
+		case *net.TCPConn:
+			raw = nc
+		default:
 			return
 		}
-		if rc, err := replay.SyscallConn(); err == nil {
-			d.rc, d.until = rc, replay.SetReadDeadline
+		if rc, err := raw.SyscallConn(); err == nil {
+			d.rc, d.until = rc, raw.SetReadDeadline
 			d.read = func() ([]byte, int, error) {
 				buf := d.bufs.get()
 				n, err := src.Read(buf) // a deadline's error leaves the connection usable

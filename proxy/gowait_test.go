@@ -335,3 +335,46 @@ func TestIdleTerminatedDirectionEndsAfterTerminationDelay(t *testing.T) {
 		return s.EntryPoint("tls").Open() == 0 && waitsFiled() == filed
 	})
 }
+
+// A plain client's connection to a TLS server (a servers transport with
+// TLS) holds no goroutine once idle either: the client's side is a plain
+// socket, the server's a TLS connection over one, and both are filed with
+// the idle waiter; bytes still cross both ways afterwards.
+func TestIdleBackendTLSConnectionHoldsNoGoroutine(t *testing.T) {
+	ca := newTestCA(t)
+	good, _, _ := ca.issue(t, leafOpts{}, "backend.example")
+	addr, _ := startTLSEcho(t, "G", good, nil)
+	s := newTestServer(t, "tcp")
+	mustEnabled(t, s.Apply(&config.TCPConfiguration{
+		Routers:  map[string]*config.TCPRouter{"r@file": {EntryPoints: []string{"tcp"}, Rule: "HostSNI(`*`)", Service: "s@file"}},
+		Services: map[string]*config.TCPService{"s@file": tlsService(addr, "verify@file")},
+		ServersTransports: map[string]*config.TCPServersTransport{"verify@file": {TLS: &config.TLSClientConfig{
+			ServerName: "backend.example", RootCAs: []config.FileOrContent{config.FileOrContent(ca.caFile(t))}}}},
+	}))
+	filed := waitsFiled()
+	c, err := net.DialTimeout("tcp", s.addr("tcp"), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var b [1]byte
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, b[:]); err != nil || b[0] != 'G' {
+		t.Fatalf("greeting %q, %v", b[:], err)
+	}
+	idle := func(what string) {
+		t.Helper()
+		waitFor(t, what, func() bool {
+			return waitsFiled()-filed == 2 && goroutinesIn("(*goCopy).pump") == 0 && goroutinesIn("(*goCopy).run") == 0
+		})
+	}
+	idle("both directions filed with the idle waiter")
+	if !ping(c) {
+		t.Fatal("no echo through the idle connection")
+	}
+	idle("both directions filed again after the echo")
+	_ = c.Close()
+	waitFor(t, "the connection ended after the client closed", func() bool {
+		return s.EntryPoint("tcp").Open() == 0 && waitsFiled() == filed
+	})
+}
