@@ -26,7 +26,8 @@ import (
 // other (the ClientHello read there, inFlightConn, ipAllowList and
 // rateLimit decided before any handshake work), then leaves the loop: its
 // socket becomes a *net.TCPConn, one goroutine does the handshakes and the
-// dial, and two more, one per direction, the copy (proxyGo).
+// dial, and the copy runs on a goroutine per direction while bytes move,
+// none once it is idle (proxyGo, idlewait.go).
 // The entry point owns these goroutines: Shutdown closes their sockets at
 // the end of the drain and waits for them.
 
@@ -492,9 +493,9 @@ func (lb *loadBalancer) dialGo(g *gconn, srv *server) (net.Conn, error) {
 }
 
 // The copy goroutines' buffers. A copy from a TLS connection waits in Read
-// with a small buffer, so that an idle connection holds copySmall bytes for
-// that direction, not copyBig; a copy from a plain socket waits with none
-// (rawReader): it takes one once bytes are there. A read that fills the small
+// with a small buffer, copySmall bytes, not copyBig; a copy from a plain
+// socket waits with none (rawReader): it takes one once bytes are there; a
+// direction filed with the idle waiter holds none. A read that fills the small
 // buffer means more is queued, and the copy goes on through a copyBig
 // buffer while reads bring more than copySmall (a TLS read brings at most a
 // record, 16 KiB), as the loops switch small transfers to bulk (rconn.move).

@@ -280,20 +280,6 @@ func TestIdleTerminatedConnectionHoldsNoGoroutine(t *testing.T) {
 	})
 }
 
-// greetAgain sends a ping through c and reads its echo.
-func greetAgain(t *testing.T, c *tls.Conn) {
-	t.Helper()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	defer c.SetDeadline(time.Time{})
-	if _, err := io.WriteString(c, "ping"); err != nil {
-		t.Fatal(err)
-	}
-	var echo [4]byte
-	if _, err := io.ReadFull(c, echo[:]); err != nil || string(echo[:]) != "ping" {
-		t.Fatalf("echo through the terminated connection = %q, %v", echo[:], err)
-	}
-}
-
 // A terminated connection whose server ends first, while the client keeps
 // its side open and silent, ends after the termination delay, also when
 // both directions had gone idle: the client's direction, filed with the

@@ -165,6 +165,15 @@ func greetTLS(t testing.TB, c *tls.Conn) string {
 	if _, err := io.ReadFull(c, b[:]); err != nil {
 		t.Fatalf("greeting through the terminated connection: %v", err)
 	}
+	greetAgain(t, c)
+	return string(b[:])
+}
+
+// greetAgain sends a ping through c and reads its echo.
+func greetAgain(t testing.TB, c *tls.Conn) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	defer c.SetDeadline(time.Time{})
 	if _, err := io.WriteString(c, "ping"); err != nil {
 		t.Fatal(err)
 	}
@@ -172,8 +181,6 @@ func greetTLS(t testing.TB, c *tls.Conn) string {
 	if _, err := io.ReadFull(c, echo[:]); err != nil || string(echo[:]) != "ping" {
 		t.Fatalf("echo through the terminated connection = %q, %v", echo[:], err)
 	}
-	_ = c.SetDeadline(time.Time{})
-	return string(b[:])
 }
 
 func routerStatus(t testing.TB, rt *Runtime, name string) *RouterInfo {
