@@ -232,7 +232,7 @@ func newLoop(id int, log zerolog.Logger) (*loop, error) {
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
 	l := &loop{id: id, epfd: epfd, wakefd: wfd, log: log, events: make([]unix.EpollEvent, 256),
-		base: time.Now(), scratch: make([]byte, scratchSize), pipeSize: maxSplice}
+		base: time.Now(), scratch: make([]byte, scratchSize), pipeSize: pipeSize}
 	if err := l.ctl(unix.EPOLL_CTL_ADD, wfd, unix.EPOLLIN, eventData(tagWake, 0, 0)); err != nil {
 		_ = unix.Close(epfd)
 		_ = unix.Close(wfd)
@@ -886,8 +886,16 @@ func (p *splicePipe) close() {
 	_ = sysClose(p.w)
 }
 
-// maxSplice is the most one splice call moves: the pipe's size asked for.
-const maxSplice = 1 << 20
+// pipeSize is the size asked of new pipes: room for a chunk made of many
+// partial pages (a NIC's packets), each taking one of the pipe's slots.
+const pipeSize = 1 << 20
+
+// spliceChunk is the most one splice moves from a socket into a pipe. Larger
+// reads (1 MiB, 256 KiB, 128 KiB were measured) make Linux drop segments at
+// the proxy's full receive queues, and a drop can cost its sender seconds of
+// retransmission backoff: a bulk stream stalls (ARCHITECTURE.md, "The
+// connection core").
+const spliceChunk = 64 << 10
 
 // setEventData stores d as the event's 64-bit user data (the kernel's
 // epoll_data: Fd holds its low half, Pad its high half).

@@ -866,7 +866,7 @@ func (rc *rconn) pump() {
 // Small transfers are read into the loop's buffer and written at once: two
 // calls, no pipe. A read that fills the buffer marks the direction as bulk,
 // and from then on it splices through a pipe the loop lends while bytes sit
-// in it. A read shorter than asked means the source is drained for now (edge
+// in it, at most spliceChunk per read. A read shorter than asked means the source is drained for now (edge
 // triggered: the next bytes bring a new event), so no call is spent on
 // EAGAIN; after the peer's close (EPOLLRDHUP), a short read is the end. A
 // splice can return short with bytes still queued (the pipe's slots run out
@@ -941,7 +941,7 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 		}
 		if d.splice {
 			if p := l.getPipe(); p != nil {
-				n, err := sysSplice(src, p.w, p.size)
+				n, err := sysSplice(src, p.w, min(p.size, spliceChunk))
 				switch {
 				case err == unix.EAGAIN:
 					l.putPipe(p)
