@@ -138,3 +138,17 @@ func TestMaxInWindow(t *testing.T) {
 		}
 	}
 }
+
+func TestParseNetstat(t *testing.T) {
+	in := "TcpExt: SyncookiesSent TCPRcvQDrop TCPTimeouts\nTcpExt: 0 14 28\nIpExt: InNoRoutes\nIpExt: 3\n"
+	got := parseNetstat([]byte(in), "TcpExt:")
+	if got["TCPRcvQDrop"] != 14 || got["TCPTimeouts"] != 28 || len(got) != 3 {
+		t.Errorf("TcpExt = %v", got)
+	}
+	if got := parseNetstat([]byte("TcpExt: A B\nTcpExt: 1\n"), "TcpExt:"); got != nil {
+		t.Errorf("a value line one short parsed as %v", got)
+	}
+	if got := parseNetstat([]byte(in), "MPTcpExt:"); got != nil {
+		t.Errorf("a missing prefix parsed as %v", got)
+	}
+}

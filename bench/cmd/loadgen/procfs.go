@@ -253,3 +253,33 @@ func conntrackDrops(path string) int64 {
 	}
 	return n
 }
+
+// netstat reads the kernel's TCP extended counters (/proc/net/netstat, the
+// "TcpExt:" header and value lines) by name; nil when it cannot.
+func netstat() map[string]int64 {
+	b, err := os.ReadFile("/proc/net/netstat")
+	if err != nil {
+		return nil
+	}
+	return parseNetstat(b, "TcpExt:")
+}
+
+// parseNetstat pairs the names of prefix's header line with the numbers of
+// the line after it.
+func parseNetstat(b []byte, prefix string) map[string]int64 {
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		names, vals := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != prefix || len(vals) != len(names) || vals[0] != prefix {
+			continue
+		}
+		out := make(map[string]int64, len(names)-1)
+		for j := 1; j < len(names); j++ {
+			if v, err := strconv.ParseInt(vals[j], 10, 64); err == nil {
+				out[names[j]] = v
+			}
+		}
+		return out
+	}
+	return nil
+}

@@ -42,6 +42,7 @@ func throughputCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
 			gate = make(chan struct{})
 			took = make([]time.Duration, *streams)
 		)
+		kernelBefore := netstat()
 		cpu := startCPU(c.pid)
 		start := time.Now()
 		deadline := start.Add(*timeout)
@@ -96,6 +97,14 @@ func throughputCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
 		m["stream_slowest_s"] = round(slowest.Seconds(), 3)
 		m["errors"] = errs.total()
 		errs.put(m, "error_kinds")
+		// Segments the kernel dropped at a full receive queue, and the
+		// retransmission timeouts that resend them (host-wide; one peer runs
+		// at a time): each can stall a stream for the sender's backoff
+		// (bench/README.md, "Traps").
+		if after := netstat(); kernelBefore != nil && after != nil {
+			m["kernel_rcvq_drops"] = after["TCPRcvQDrop"] - kernelBefore["TCPRcvQDrop"]
+			m["kernel_rto_timeouts"] = after["TCPTimeouts"] - kernelBefore["TCPTimeouts"]
+		}
 		if pc > 0 && got > 0 {
 			m["proxy_cpu_s_per_gb"] = round(pc/(float64(got)/1e9), 3)
 		}

@@ -94,6 +94,9 @@ var rows = []row{
 	{"throughput", "proxy_cpu_s_per_gb", "throughput: proxy CPU s/GB", "%.3f"},
 	{"throughput", "client_cpu_s_per_gb", "throughput: load generator CPU s/GB", "%.3f"},
 	{"throughput", "errors", "throughput: errors", "%.0f"},
+	{"throughput", "stream_slowest_s", "throughput: slowest stream, s", "%.2f"},
+	{"throughput", "kernel_rcvq_drops", "throughput: segments dropped at a full receive queue (TCPRcvQDrop)", "%.0f"},
+	{"throughput", "kernel_rto_timeouts", "throughput: retransmission timeouts (TCPTimeouts)", "%.0f"},
 
 	{"idle-memory", "admitted", "idle-memory: conns admitted", "%.0f"},
 	{"idle-memory", "kib_per_conn", "idle-memory: RSS KiB/conn", "%.2f"},
@@ -123,7 +126,7 @@ var noRatio = map[string]bool{
 	"over_admitted_after_release": true, "victim_flood_errors": true, "attacker_max_concurrent_per_ip": true,
 	"admitted": true, "failed": true, "ips_total": true, "r1_growth_kib": true, "later_growth_kib": true,
 	"bytes_per_new_ip_after_r1": true, "attacker_max_per_period_per_ip": true, "attacker_bound_per_period": true,
-	"victim_attack_errors": true,
+	"victim_attack_errors": true, "kernel_rcvq_drops": true, "kernel_rto_timeouts": true,
 }
 
 func main() {
