@@ -298,6 +298,11 @@ func TestHTTP01AnsweredOnUnroutedPlainConnections(t *testing.T) {
 	}
 	get := func(host, path string) (int, string) {
 		t.Helper()
+		// The request before gives its unrouted place back once its
+		// goroutine is done, which may be a moment after the client read
+		// the answer: with two places, a third request at once is refused.
+		itest.Eventually(t, 5*time.Second, func() bool { return s.EntryPoint("web").Unrouted(0).Connections == 0 },
+			"the answered requests' unrouted places were not given back")
 		code, body, err := try(host, path)
 		if err != nil {
 			t.Fatalf("GET %s %s: %v", host, path, err)
