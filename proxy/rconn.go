@@ -866,11 +866,12 @@ func (rc *rconn) pump() {
 // Small transfers are read into the loop's buffer and written at once: two
 // calls, no pipe. A read that fills the buffer marks the direction as bulk,
 // and from then on it splices through a pipe the loop lends while bytes sit
-// in it, at most spliceChunk per read. A read shorter than asked means the source is drained for now (edge
-// triggered: the next bytes bring a new event), so no call is spent on
-// EAGAIN; after the peer's close (EPOLLRDHUP), a short read is the end. A
-// splice can return short with bytes still queued (the pipe's slots run out
-// before its bytes do), so bulk directions read on until EAGAIN.
+// in it, at most spliceChunk per read. A read shorter than asked means the
+// source is drained for now (edge triggered: the next bytes bring a new
+// event), so no call is spent on EAGAIN; after the peer's close
+// (EPOLLRDHUP), a short read is the end. A splice can return short with
+// bytes still queued (the pipe's slots run out before its bytes do), so bulk
+// directions read on until EAGAIN.
 func (rc *rconn) move(d *direction, src, dst int) bool {
 	l := rc.l
 	for {
