@@ -78,6 +78,9 @@ if command -v flock >/dev/null; then
 fi
 
 export GOWORK=off CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=readonly
+# The compiler collects its garbage a quarter as often: less CPU, more memory
+# (scripts/consul.sh measures it). The binaries are the same.
+export GOGC=400
 start=$(date +%s)
 if [[ ! -x $cache/etcd ]]; then
     echo "building etcd into $cache (first run only, ~1-2 min)" >&2
