@@ -116,7 +116,6 @@ func detach(rc *rconn) *gconn {
 	c := &rc.c
 	rc.pinned = true // its tcp.Conn goes with it
 	c.LocalAddr()    // while the raw socket is at hand
-	rc.l.flush()     // the socket leaves with nothing queued for it
 	if rc.cReg {
 		_ = unix.EpollCtl(rc.l.epfd, unix.EPOLL_CTL_DEL, rc.cfd, nil)
 		rc.cReg = false

@@ -130,7 +130,6 @@ func (s *Server) Adopt(h Handed) error {
 }
 
 func (rc *rconn) park() {
-	rc.l.flush() // its watch may be queued still
 	if rc.cReg {
 		_ = rc.l.ctl(unix.EPOLL_CTL_DEL, rc.cfd, 0, 0)
 		rc.cReg = false

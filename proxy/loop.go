@@ -107,13 +107,6 @@ func newEngine(n int, log zerolog.Logger) (*engine, error) {
 	for _, l := range e.loops {
 		l.peers, l.balance, l.goWork = e.loops, &e.balance, &e.goWork
 	}
-	for _, l := range e.loops[:min(n, 1)] {
-		if l.ring != nil {
-			log.Debug().Int("loops", n).Msg("connection loops use io_uring")
-		} else {
-			log.Debug().Int("loops", n).Str("reason", l.noRing.Error()).Msg("connection loops make their system calls directly, without io_uring")
-		}
-	}
 	return e, nil
 }
 
@@ -164,9 +157,6 @@ func (e *engine) stop() {
 func (e *engine) close() {
 	for _, l := range e.loops {
 		l.leavePoller()
-		if l.ring != nil {
-			l.ring.close()
-		}
 		_ = unix.Close(l.epfd)
 		_ = unix.Close(l.wakefd)
 	}
@@ -196,12 +186,6 @@ type loop struct {
 	pipeSize  int // the size asked of new pipes
 	stopping  bool
 	live      int // connections on this loop
-
-	// ring, when the kernel allows it, carries the calls whose results the
-	// loop does not wait for and the loop's epoll waits (uring.go); nil:
-	// every call is made directly. noRing says why not.
-	ring   *uring
-	noRing error
 
 	// Waiting in Go's poller (wait): goWork is the engine's count of
 	// goroutines' work, goWorkSeen its value at the last wait; pollerUntil is
@@ -254,75 +238,7 @@ func newLoop(id int, log zerolog.Logger) (*loop, error) {
 		_ = unix.Close(wfd)
 		return nil, err
 	}
-	l.ring, l.noRing = newURing(epfd, wfd, l.events)
-	if l.ring != nil {
-		l.ring.failed = l.unwatched
-	}
 	return l, nil
-}
-
-// The calls whose results the loop does not wait for: queued in the ring
-// when the loop has one, else made at once.
-
-func (l *loop) closeFD(fd int) {
-	if l.ring != nil {
-		l.ring.closeFD(fd)
-		return
-	}
-	_ = sysClose(fd)
-}
-
-func (l *loop) setsockoptInt(fd, level, opt, v int) {
-	if l.ring != nil {
-		l.ring.setsockopt(fd, level, opt, v)
-		return
-	}
-	_ = sysSetsockoptInt(fd, level, opt, v)
-}
-
-// resetOnClose makes fd's close, which must follow, send a reset.
-func (l *loop) resetOnClose(fd int) {
-	if l.ring != nil {
-		l.ring.resetOnClose(fd)
-		return
-	}
-	_ = sysResetOnClose(fd)
-}
-
-// watch adds a connection's socket to the loop's epoll set, edge triggered
-// for reads, writes and the peer's close, with data (its tag, slot and
-// generation). Queued in the ring, its failure is known later: then
-// unwatched ends the connection. While the set is registered in Go's poller,
-// whose thread may hold its mutex, the kernel would hand a queued one to a
-// worker (uring.go): it is made at once.
-func (l *loop) watch(fd int, data uint64) error {
-	const events = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
-	if l.ring != nil && l.poller == nil {
-		l.ring.watch(l.epfd, fd, events, data)
-		return nil
-	}
-	return l.ctl(unix.EPOLL_CTL_ADD, fd, events, data)
-}
-
-// unwatched ends the connection whose socket the ring could not add to
-// the epoll set, if it is still the one that data names.
-func (l *loop) unwatched(data uint64, errno syscall.Errno) {
-	_, slot, gen := splitData(data)
-	if int(slot) >= len(l.conns) {
-		return
-	}
-	if rc := l.conns[slot]; rc != nil && rc.gen == gen {
-		rc.ep.log.Error().Err(fmt.Errorf("epoll_ctl: %w", errno)).Msg("cannot watch a connection's socket")
-		rc.abort()
-	}
-}
-
-// flush makes the queued calls now: before a socket leaves the loop or is
-// touched by a direct call that must come after them.
-func (l *loop) flush() {
-	if l.ring != nil {
-		l.ring.flush()
-	}
 }
 
 func (l *loop) ctl(op, fd int, events uint32, data uint64) error {
@@ -390,9 +306,6 @@ func (l *loop) wait() (int, error) {
 	} else if l.poller != nil {
 		l.leavePoller()
 	}
-	if l.ring != nil {
-		return l.waitInRing(now)
-	}
 	timeout := -1
 	if len(l.timers) > 0 {
 		d := l.timers[0].at - now
@@ -405,64 +318,9 @@ func (l *loop) wait() (int, error) {
 	return unix.EpollWait(l.epfd, l.events, timeout)
 }
 
-// waitInRing submits the queued calls with an epoll wait and blocks until
-// it completes or the next timer is due (the wait then stays in flight).
-func (l *loop) waitInRing(now int64) (int, error) {
-	r := l.ring
-	var timeout *time.Duration
-	if len(l.timers) > 0 {
-		d := time.Duration(max(l.timers[0].at-now, 0))
-		timeout = &d
-	}
-	if !r.armed {
-		r.queueWait(l.epfd, l.events)
-	}
-	_, err := r.enter(1, iouEnterGetEvents, timeout, true)
-	n, done, werr := r.reap()
-	if done {
-		return n, werr
-	}
-	if err == unix.ETIME || err == unix.EINTR {
-		err = nil
-	}
-	return 0, err
-}
-
-// pollNow returns the events ready now, without blocking; with a ring, it
-// submits the queued calls with an epoll wait in the same call (left in
-// flight when nothing is ready).
-func (l *loop) pollNow() (int, error) {
-	r := l.ring
-	if r == nil {
-		return epollNow(l.epfd, l.events)
-	}
-	if r.armed && r.pending() == 0 {
-		n, _, err := r.reap() // what the wait in flight brought, if anything
-		return n, err
-	}
-	if !r.armed {
-		r.queueWait(l.epfd, l.events)
-	}
-	_, err := r.enter(0, 0, nil, false)
-	n, _, werr := r.reap()
-	if err != nil && err != unix.EINTR {
-		return 0, err
-	}
-	return n, werr
-}
-
 // waitInPoller waits for the next batch of events (or the next timer) in
 // Go's poller; ok is false when the epoll descriptor cannot be put there.
 func (l *loop) waitInPoller() (n int, err error, ok bool) {
-	if r := l.ring; r != nil {
-		// The poller watches the epoll set itself: no wait of the ring's
-		// may take its events meanwhile, and the queued calls go now,
-		// before the poller's thread can hold the set's mutex (uring.go).
-		if n, err := r.disarm(); n > 0 || err != nil {
-			return n, err, true
-		}
-		r.flush()
-	}
 	if l.poller == nil && !l.joinPoller() {
 		return 0, nil, false
 	}
@@ -538,7 +396,7 @@ func (l *loop) run() {
 		if busy {
 			// More is likely ready: take it without the scheduler's
 			// system-call bookkeeping (the raw call cannot block).
-			n, err = l.pollNow()
+			n, err = epollNow(l.epfd, l.events)
 		}
 		if !busy || n == 0 && err == nil {
 			n, err = l.wait()
@@ -574,10 +432,6 @@ func (l *loop) run() {
 			}
 		}
 		l.runTimers()
-	}
-	if r := l.ring; r != nil {
-		_, _ = r.disarm()
-		r.flush()
 	}
 }
 

@@ -103,9 +103,9 @@ func (rc *rconn) Refuse(gently bool) {
 		if gently {
 			_ = sysShutdown(rc.cfd, unix.SHUT_WR)
 		} else {
-			rc.l.resetOnClose(rc.cfd)
+			_ = sysResetOnClose(rc.cfd)
 		}
-		rc.l.closeFD(rc.cfd)
+		_ = sysClose(rc.cfd)
 		rc.cfd = -1
 	}
 	rc.closeBackend()
@@ -147,7 +147,7 @@ func (rc *rconn) releaseHeld() {
 
 func (rc *rconn) closeBackend() {
 	if rc.bfd >= 0 {
-		rc.l.closeFD(rc.bfd)
+		_ = sysClose(rc.bfd)
 		rc.bfd = -1
 	}
 }
@@ -158,7 +158,7 @@ func (rc *rconn) registerClient() bool {
 	if rc.cReg {
 		return true
 	}
-	if err := rc.l.watch(rc.cfd, eventData(tagClient, rc.slot, rc.gen)); err != nil {
+	if err := rc.l.ctl(unix.EPOLL_CTL_ADD, rc.cfd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, eventData(tagClient, rc.slot, rc.gen)); err != nil {
 		rc.ep.log.Error().Err(err).Msg("cannot watch a client socket")
 		return false
 	}
@@ -659,21 +659,20 @@ func (rc *rconn) connect(ap netip.AddrPort) {
 		rc.dialFailed(err)
 		return
 	}
-	l := rc.l
-	l.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	_ = sysSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	if ka := rc.lb.keepAlive; ka > 0 {
 		secs := max(int(ka/time.Second), 1)
-		l.setsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
-		l.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs)
-		l.setsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs)
+		_ = sysSetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+		_ = sysSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs)
+		_ = sysSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs)
 	}
 	if err := connectRaw(fd, ap); err != nil && err != unix.EINPROGRESS {
-		l.closeFD(fd)
+		_ = sysClose(fd)
 		rc.dialFailed(err)
 		return
 	}
 	rc.bfd = fd
-	if err := l.watch(fd, eventData(tagBackend, rc.slot, rc.gen)); err != nil {
+	if err := rc.l.ctl(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, eventData(tagBackend, rc.slot, rc.gen)); err != nil {
 		rc.dialFailed(err)
 		return
 	}
@@ -1026,7 +1025,7 @@ func (rc *rconn) end(failed bool) {
 	rc.l.arm(rc, 0)
 	rc.releaseHeld()
 	if rc.cfd >= 0 {
-		rc.l.closeFD(rc.cfd)
+		_ = sysClose(rc.cfd)
 		rc.cfd = -1
 	}
 	rc.closeBackend()

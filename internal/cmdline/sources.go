@@ -158,9 +158,8 @@ var serviceLink = regexp.MustCompile(`^[A-Z0-9_]*?_(SERVICE_HOST|SERVICE_PORT(_[
 var forHealthcheck = regexp.MustCompile(`^(TOLLGATE|TRAEFIK)_(API|PING|METRICS_PROMETHEUS|ENTRYPOINTS_TRAEFIK)(_|$)`)
 
 // notConfiguration are TOLLGATE_ variables tollgate reads that are not
-// configuration (TOLLGATE_REFUSE fixes how refusals close, for bench/;
-// TOLLGATE_IO_URING=off keeps the connection loops off io_uring).
-var notConfiguration = map[string]bool{"TOLLGATE_REFUSE": true, "TOLLGATE_IO_URING": true}
+// configuration (TOLLGATE_REFUSE fixes how refusals close, for bench/).
+var notConfiguration = map[string]bool{"TOLLGATE_REFUSE": true}
 
 // ignored returns the TOLLGATE_ and TRAEFIK_ variables of environ that the
 // sources read did not take: under an option's root, those beside a file or

@@ -55,7 +55,7 @@ func TestIgnoredVariablesAreReported(t *testing.T) {
 	links := map[string]string{"TOLLGATE_SERVICE_HOST": "10.0.0.1", "TOLLGATE_SERVICE_PORT": "5432",
 		"TOLLGATE_SERVICE_PORT_DB": "5432", "TOLLGATE_PORT": "tcp://10.0.0.1:5432",
 		"TOLLGATE_PORT_5432_TCP": "tcp://10.0.0.1:5432", "TOLLGATE_PORT_5432_TCP_ADDR": "10.0.0.1",
-		"TRAEFIK_ADMIN_SERVICE_HOST": "10.0.0.2", "TOLLGATE_REFUSE": "reset", "TOLLGATE_IO_URING": "off"}
+		"TRAEFIK_ADMIN_SERVICE_HOST": "10.0.0.2", "TOLLGATE_REFUSE": "reset"}
 	with := func(m map[string]string) map[string]string {
 		out := map[string]string{}
 		for k, v := range links {
