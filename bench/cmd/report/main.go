@@ -147,6 +147,9 @@ func main() {
 
 	// values[scenario][peer][metric] -> samples over repetitions
 	values := map[string]map[string]map[string][]any{}
+	// byRep[scenario][peer][metric][repetition] -> value, for the ratios
+	// taken within each repetition
+	byRep := map[string]map[string]map[string]map[int]float64{}
 	params := map[string]map[string]any{}
 	var scenOrder []string
 	var warnings []string
@@ -158,8 +161,20 @@ func main() {
 		if values[r.Scenario][r.Peer] == nil {
 			values[r.Scenario][r.Peer] = map[string][]any{}
 		}
+		if byRep[r.Scenario] == nil {
+			byRep[r.Scenario] = map[string]map[string]map[int]float64{}
+		}
+		if byRep[r.Scenario][r.Peer] == nil {
+			byRep[r.Scenario][r.Peer] = map[string]map[int]float64{}
+		}
 		for k, v := range r.Metrics {
 			values[r.Scenario][r.Peer][k] = append(values[r.Scenario][r.Peer][k], v)
+			if f, ok := v.(float64); ok {
+				if byRep[r.Scenario][r.Peer][k] == nil {
+					byRep[r.Scenario][r.Peer][k] = map[int]float64{}
+				}
+				byRep[r.Scenario][r.Peer][k][r.Rep] = f
+			}
 		}
 		if r.Peer != "direct" || params[r.Scenario] == nil {
 			params[r.Scenario] = r.Params
@@ -211,13 +226,14 @@ func main() {
 				cells = append(cells, "")
 				continue
 			}
-			cells = append(cells, fmt.Sprintf("%.2f×", a/b))
+			cells = append(cells, ratioCell(a/b, byRep[rw.scenario][q[0]][rw.metric], byRep[rw.scenario][q[1]][rw.metric]))
 		}
 		fmt.Fprintf(&md, "| %s | %s |\n", rw.label, strings.Join(cells, " | "))
 	}
 	md.WriteString("\nEach cell: median over repetitions, [min–max] when they differ; (n=k) when a peer has fewer samples than the others " +
 		"(a run failed: see run.log). n/a: not measured for that peer (direct has no proxy process and no limit). " +
-		"Ratio columns divide medians: for rates higher is better, for CPU, latency, memory and release times lower is better.\n")
+		"Ratio columns divide medians, with [min–max] of the same ratio taken within each repetition (the two peers measured " +
+		"minutes apart, not across the run's drift) when they differ: for rates higher is better, for CPU, latency, memory and release times lower is better.\n")
 	if len(warnings) > 0 {
 		md.WriteString("\n**Warnings**\n\n")
 		for _, w := range warnings {
@@ -413,6 +429,30 @@ func cell(rw row, samples []any, n int) string {
 	}
 	if len(samples) < n {
 		out += fmt.Sprintf(" (n=%d)", len(samples))
+	}
+	return out
+}
+
+// ratioCell renders the ratio of two peers' medians and, when the two
+// have two or more repetitions in common, the range of the ratios taken
+// within each of them. Peers are measured one after another in every
+// repetition, in a new order each time, so a repetition's ratio compares
+// them under the same load on the host; a range that straddles 1.00× says
+// the difference is within what the host does from one repetition to the
+// next.
+func ratioCell(ratio float64, a, b map[int]float64) string {
+	out := fmt.Sprintf("%.2f×", ratio)
+	var rs []float64
+	for rep, x := range a {
+		if y, ok := b[rep]; ok && y > 0 && x >= 0 {
+			rs = append(rs, x/y)
+		}
+	}
+	if len(rs) < 2 {
+		return out
+	}
+	if lo, hi := fmt.Sprintf("%.2f", slices.Min(rs)), fmt.Sprintf("%.2f", slices.Max(rs)); lo != hi {
+		out += fmt.Sprintf(" [%s–%s]", lo, hi)
 	}
 	return out
 }

@@ -41,3 +41,21 @@ func TestTableRowsNewScenario(t *testing.T) {
 		t.Errorf("rows of an unlisted scenario: %v, want its numeric and bool metrics", got)
 	}
 }
+
+func TestRatioCell(t *testing.T) {
+	for _, tc := range []struct {
+		a, b map[int]float64
+		want string
+	}{
+		{nil, nil, "0.97×"},
+		{map[int]float64{1: 97}, map[int]float64{1: 100}, "0.97×"},                                    // one pair: no range
+		{map[int]float64{1: 90, 2: 110}, map[int]float64{1: 100, 2: 100}, "0.97× [0.90–1.10]"},        // per repetition
+		{map[int]float64{1: 90, 2: 110, 3: 99}, map[int]float64{1: 100, 3: 100}, "0.97× [0.90–0.99]"}, // repetition 2 has no pair
+		{map[int]float64{1: 97, 2: 194}, map[int]float64{1: 100, 2: 200}, "0.97×"},                    // the same ratio each time
+		{map[int]float64{1: 90, 2: 110}, map[int]float64{1: 0, 2: 100}, "0.97×"},                      // a zero divides nothing
+	} {
+		if got := ratioCell(0.97, tc.a, tc.b); got != tc.want {
+			t.Errorf("ratioCell(%v, %v) = %q, want %q", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
