@@ -172,6 +172,7 @@ func connRateCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
 			m["proxy_cpu_us_per_conn"] = round(pc*1e6/float64(s.ok), 1)
 			m["proxy_ctx_switches_per_conn"] = round(float64(m["proxy_ctx_switches"].(int64))/float64(s.ok), 3)
 		}
+		perUnit(m, s.ok, "conn")
 		return &Result{Metrics: m, human: humanf(
 			fmt.Sprintf("%.0f conns/s", m["conns_per_s"]),
 			fmt.Sprintf("errors=%d", s.errs.total()),

@@ -101,26 +101,39 @@ func kibField(path, key string) (int64, bool) {
 	return 0, false
 }
 
-// cpuSeconds returns utime+stime of root's live process tree. Threads that
+// cpuTime is CPU time in seconds, split as the kernel accounts it: user
+// space (utime) and the kernel working for the process (stime: its system
+// calls, and the softirq work for packets it sends over loopback, which the
+// kernel runs in the sender's context).
+type cpuTime struct{ user, sys float64 }
+
+func (c cpuTime) total() float64 { return c.user + c.sys }
+
+func (c cpuTime) sub(prev cpuTime) cpuTime {
+	return cpuTime{user: c.user - prev.user, sys: c.sys - prev.sys}
+}
+
+// cpuTimes returns utime and stime of root's live process tree. Threads that
 // exited still count (the kernel folds them into the process); processes
 // that exited do not, which is why peers must keep their workers.
-func cpuSeconds(root int) float64 {
+func cpuTimes(root int) cpuTime {
 	if root <= 0 {
-		return 0
+		return cpuTime{}
 	}
-	var ticks int64
+	var u, s int64
 	for _, pid := range procTree(root) {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
 			continue
 		}
 		if f := statFields(b); len(f) > 12 {
-			u, _ := strconv.ParseInt(f[11], 10, 64) // field 14: utime
-			s, _ := strconv.ParseInt(f[12], 10, 64) // field 15: stime
-			ticks += u + s
+			ut, _ := strconv.ParseInt(f[11], 10, 64) // field 14: utime
+			st, _ := strconv.ParseInt(f[12], 10, 64) // field 15: stime
+			u += ut
+			s += st
 		}
 	}
-	return float64(ticks) / clkTck
+	return cpuTime{user: float64(u) / clkTck, sys: float64(s) / clkTck}
 }
 
 // contextSwitches returns the voluntary and involuntary context switches of
@@ -174,30 +187,58 @@ func (h hostCPU) busyPctSince(prev hostCPU) float64 {
 	return 100 * float64(h.busy-prev.busy) / float64(h.total-prev.total)
 }
 
-// cpuMeter measures the proxy's CPU and context switches, loadgen's own
-// CPU and the host's busy share over an interval.
+// cpuMeter measures the proxy's CPU (user and kernel) and context
+// switches, loadgen's own CPU and the host's busy share over an interval.
 type cpuMeter struct {
 	pid         int
-	proxy, self float64
+	proxy, self cpuTime
 	switches    int64
 	host        hostCPU
 }
 
 func startCPU(pid int) cpuMeter {
-	return cpuMeter{pid: pid, proxy: cpuSeconds(pid), switches: contextSwitches(pid), self: cpuSeconds(os.Getpid()), host: readHostCPU()}
+	return cpuMeter{pid: pid, proxy: cpuTimes(pid), switches: contextSwitches(pid), self: cpuTimes(os.Getpid()), host: readHostCPU()}
 }
 
-// stop records proxy_cpu_s and proxy_ctx_switches (with a proxy),
-// loadgen_cpu_s and host_cpu_busy_pct, and returns the proxy's CPU seconds.
+// stop records proxy_cpu_s, its user and kernel parts and proxy_ctx_switches
+// (with a proxy), loadgen_cpu_s, host_cpu_busy_pct and host_cpu_s (every
+// CPU's busy time: the client's, the backends', the proxy's and the kernel's
+// wherever it ran), and returns the proxy's CPU seconds.
 func (c cpuMeter) stop(m map[string]any) (proxyCPU float64) {
 	if c.pid > 0 {
-		proxyCPU = cpuSeconds(c.pid) - c.proxy
+		p := cpuTimes(c.pid).sub(c.proxy)
+		proxyCPU = p.total()
 		m["proxy_cpu_s"] = round(proxyCPU, 2)
+		m["proxy_user_s"] = round(p.user, 2)
+		m["proxy_sys_s"] = round(p.sys, 2)
 		m["proxy_ctx_switches"] = contextSwitches(c.pid) - c.switches
 	}
-	m["loadgen_cpu_s"] = round(cpuSeconds(os.Getpid())-c.self, 2)
-	m["host_cpu_busy_pct"] = round(readHostCPU().busyPctSince(c.host), 1)
+	m["loadgen_cpu_s"] = round(cpuTimes(os.Getpid()).sub(c.self).total(), 2)
+	h := readHostCPU()
+	m["host_cpu_busy_pct"] = round(h.busyPctSince(c.host), 1)
+	m["host_cpu_s"] = round(float64(h.busy-c.host.busy)/clkTck, 2)
 	return proxyCPU
+}
+
+// perUnit records, for a scenario whose unit of work is n (connections,
+// round trips), the proxy's CPU per unit split into user and kernel time and
+// the whole host's busy CPU per unit, in µs under the given suffix
+// ("conn": proxy_user_us_per_conn, proxy_sys_us_per_conn,
+// host_cpu_us_per_conn). On a host the client, backend and proxy share,
+// the host's figure is what bounds the rate.
+func perUnit(m map[string]any, n int64, suffix string) {
+	if n <= 0 {
+		return
+	}
+	per := func(key string) float64 {
+		v, _ := m[key].(float64)
+		return v * 1e6 / float64(n)
+	}
+	if _, ok := m["proxy_user_s"]; ok {
+		m["proxy_user_us_per_"+suffix] = round(per("proxy_user_s"), 2)
+		m["proxy_sys_us_per_"+suffix] = round(per("proxy_sys_s"), 2)
+	}
+	m["host_cpu_us_per_"+suffix] = round(per("host_cpu_s"), 2)
 }
 
 // conntrack is a reading of netfilter's connection-tracking table.

@@ -107,6 +107,7 @@ func rrCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
 			m["proxy_cpu_us_per_rt"] = round(pc*1e6/float64(n), 2)
 			m["proxy_ctx_switches_per_rt"] = round(float64(m["proxy_ctx_switches"].(int64))/float64(n), 3)
 		}
+		perUnit(m, n, "rt")
 		return &Result{Metrics: m, human: humanf(
 			fmt.Sprintf("%.0f round trips/s over %d conns", m["round_trips_per_s"], *conns),
 			fmt.Sprintf("errors=%d", errs.total()),

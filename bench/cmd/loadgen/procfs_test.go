@@ -1,0 +1,48 @@
+package main
+
+import "testing"
+
+func TestPerUnit(t *testing.T) {
+	m := map[string]any{"proxy_user_s": 0.5, "proxy_sys_s": 1.5, "host_cpu_s": 4.0}
+	perUnit(m, 100000, "conn")
+	for key, want := range map[string]float64{
+		"proxy_user_us_per_conn": 5,
+		"proxy_sys_us_per_conn":  15,
+		"host_cpu_us_per_conn":   40,
+	} {
+		if got, _ := m[key].(float64); got != want {
+			t.Errorf("%s = %v, want %v", key, m[key], want)
+		}
+	}
+
+	// The direct peer has no proxy: only the host's figure.
+	m = map[string]any{"host_cpu_s": 2.0}
+	perUnit(m, 1000, "rt")
+	if _, ok := m["proxy_user_us_per_rt"]; ok {
+		t.Errorf("proxy_user_us_per_rt recorded without a proxy: %v", m)
+	}
+	if got, _ := m["host_cpu_us_per_rt"].(float64); got != 2000 {
+		t.Errorf("host_cpu_us_per_rt = %v, want 2000", m["host_cpu_us_per_rt"])
+	}
+
+	// No unit of work: nothing divided by zero.
+	m = map[string]any{"host_cpu_s": 2.0}
+	perUnit(m, 0, "conn")
+	if _, ok := m["host_cpu_us_per_conn"]; ok {
+		t.Errorf("a figure per connection recorded for 0 connections: %v", m)
+	}
+}
+
+func TestCPUTimesSplit(t *testing.T) {
+	before := cpuTimes(1)
+	if before.user < 0 || before.sys < 0 || before.total() != before.user+before.sys {
+		t.Fatalf("cpuTimes(1) = %+v", before)
+	}
+	if got := cpuTimes(0); got != (cpuTime{}) {
+		t.Fatalf("cpuTimes(0) = %+v, want zero", got)
+	}
+	d := cpuTime{user: 3, sys: 5}.sub(cpuTime{user: 1, sys: 2})
+	if d != (cpuTime{user: 2, sys: 3}) {
+		t.Fatalf("sub = %+v, want {2 3}", d)
+	}
+}
