@@ -104,23 +104,29 @@ func kibField(path, key string) (int64, bool) {
 // cpuTime is CPU time in seconds, split as the kernel accounts it: user
 // space (utime) and the kernel working for the process (stime: its system
 // calls, and the softirq work for packets it sends over loopback, which the
-// kernel runs in the sender's context).
-type cpuTime struct{ user, sys float64 }
+// kernel runs in the sender's context), and the page faults it took (minor
+// and major: a fault is kernel time without a system call, as when a heap
+// returned to the kernel is touched again).
+type cpuTime struct {
+	user, sys float64
+	faults    int64
+}
 
 func (c cpuTime) total() float64 { return c.user + c.sys }
 
 func (c cpuTime) sub(prev cpuTime) cpuTime {
-	return cpuTime{user: c.user - prev.user, sys: c.sys - prev.sys}
+	return cpuTime{user: c.user - prev.user, sys: c.sys - prev.sys, faults: c.faults - prev.faults}
 }
 
-// cpuTimes returns utime and stime of root's live process tree. Threads that
+// cpuTimes returns utime, stime and the page faults of root's live process
+// tree. Threads that
 // exited still count (the kernel folds them into the process); processes
 // that exited do not, which is why peers must keep their workers.
 func cpuTimes(root int) cpuTime {
 	if root <= 0 {
 		return cpuTime{}
 	}
-	var u, s int64
+	var u, s, flt int64
 	for _, pid := range procTree(root) {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
@@ -129,11 +135,14 @@ func cpuTimes(root int) cpuTime {
 		if f := statFields(b); len(f) > 12 {
 			ut, _ := strconv.ParseInt(f[11], 10, 64) // field 14: utime
 			st, _ := strconv.ParseInt(f[12], 10, 64) // field 15: stime
+			mi, _ := strconv.ParseInt(f[7], 10, 64)  // field 10: minflt
+			ma, _ := strconv.ParseInt(f[9], 10, 64)  // field 12: majflt
 			u += ut
 			s += st
+			flt += mi + ma
 		}
 	}
-	return cpuTime{user: float64(u) / clkTck, sys: float64(s) / clkTck}
+	return cpuTime{user: float64(u) / clkTck, sys: float64(s) / clkTck, faults: flt}
 }
 
 // contextSwitches returns the voluntary and involuntary context switches of
@@ -211,6 +220,7 @@ func (c cpuMeter) stop(m map[string]any) (proxyCPU float64) {
 		m["proxy_cpu_s"] = round(proxyCPU, 2)
 		m["proxy_user_s"] = round(p.user, 2)
 		m["proxy_sys_s"] = round(p.sys, 2)
+		m["proxy_page_faults"] = p.faults
 		m["proxy_ctx_switches"] = contextSwitches(c.pid) - c.switches
 	}
 	m["loadgen_cpu_s"] = round(cpuTimes(os.Getpid()).sub(c.self).total(), 2)
@@ -225,7 +235,8 @@ func (c cpuMeter) stop(m map[string]any) (proxyCPU float64) {
 // the whole host's busy CPU per unit, in µs under the given suffix
 // ("conn": proxy_user_us_per_conn, proxy_sys_us_per_conn,
 // host_cpu_us_per_conn). On a host the client, backend and proxy share,
-// the host's figure is what bounds the rate.
+// the host's figure is what bounds the rate. With a proxy, its page faults
+// per unit too (proxy_page_faults_per_conn).
 func perUnit(m map[string]any, n int64, suffix string) {
 	if n <= 0 {
 		return
@@ -237,6 +248,9 @@ func perUnit(m map[string]any, n int64, suffix string) {
 	if _, ok := m["proxy_user_s"]; ok {
 		m["proxy_user_us_per_"+suffix] = round(per("proxy_user_s"), 2)
 		m["proxy_sys_us_per_"+suffix] = round(per("proxy_sys_s"), 2)
+		if f, ok := m["proxy_page_faults"].(int64); ok {
+			m["proxy_page_faults_per_"+suffix] = round(float64(f)/float64(n), 3)
+		}
 	}
 	m["host_cpu_us_per_"+suffix] = round(per("host_cpu_s"), 2)
 }

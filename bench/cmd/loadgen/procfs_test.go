@@ -3,12 +3,13 @@ package main
 import "testing"
 
 func TestPerUnit(t *testing.T) {
-	m := map[string]any{"proxy_user_s": 0.5, "proxy_sys_s": 1.5, "host_cpu_s": 4.0}
+	m := map[string]any{"proxy_user_s": 0.5, "proxy_sys_s": 1.5, "proxy_page_faults": int64(25000), "host_cpu_s": 4.0}
 	perUnit(m, 100000, "conn")
 	for key, want := range map[string]float64{
-		"proxy_user_us_per_conn": 5,
-		"proxy_sys_us_per_conn":  15,
-		"host_cpu_us_per_conn":   40,
+		"proxy_user_us_per_conn":     5,
+		"proxy_sys_us_per_conn":      15,
+		"host_cpu_us_per_conn":       40,
+		"proxy_page_faults_per_conn": 0.25,
 	} {
 		if got, _ := m[key].(float64); got != want {
 			t.Errorf("%s = %v, want %v", key, m[key], want)
@@ -41,8 +42,8 @@ func TestCPUTimesSplit(t *testing.T) {
 	if got := cpuTimes(0); got != (cpuTime{}) {
 		t.Fatalf("cpuTimes(0) = %+v, want zero", got)
 	}
-	d := cpuTime{user: 3, sys: 5}.sub(cpuTime{user: 1, sys: 2})
-	if d != (cpuTime{user: 2, sys: 3}) {
-		t.Fatalf("sub = %+v, want {2 3}", d)
+	d := cpuTime{user: 3, sys: 5, faults: 9}.sub(cpuTime{user: 1, sys: 2, faults: 4})
+	if d != (cpuTime{user: 2, sys: 3, faults: 5}) {
+		t.Fatalf("sub = %+v, want {2 3 5}", d)
 	}
 }
