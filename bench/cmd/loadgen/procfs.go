@@ -119,30 +119,42 @@ func (c cpuTime) sub(prev cpuTime) cpuTime {
 }
 
 // cpuTimes returns utime, stime and the page faults of root's live process
-// tree. Threads that
-// exited still count (the kernel folds them into the process); processes
-// that exited do not, which is why peers must keep their workers.
+// tree. Threads that exited still count (the kernel folds them into the
+// process); processes that exited do not, which is why peers must keep their
+// workers.
 func cpuTimes(root int) cpuTime {
+	var sum cpuTime
 	if root <= 0 {
-		return cpuTime{}
+		return sum
 	}
-	var u, s, flt int64
 	for _, pid := range procTree(root) {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
 			continue
 		}
-		if f := statFields(b); len(f) > 12 {
-			ut, _ := strconv.ParseInt(f[11], 10, 64) // field 14: utime
-			st, _ := strconv.ParseInt(f[12], 10, 64) // field 15: stime
-			mi, _ := strconv.ParseInt(f[7], 10, 64)  // field 10: minflt
-			ma, _ := strconv.ParseInt(f[9], 10, 64)  // field 12: majflt
-			u += ut
-			s += st
-			flt += mi + ma
+		if t, ok := statTimes(b); ok {
+			sum = cpuTime{user: sum.user + t.user, sys: sum.sys + t.sys, faults: sum.faults + t.faults}
 		}
 	}
-	return cpuTime{user: float64(u) / clkTck, sys: float64(s) / clkTck, faults: flt}
+	return sum
+}
+
+// statTimes reads one /proc/PID/stat line's utime, stime (in USER_HZ ticks)
+// and page faults.
+func statTimes(b []byte) (cpuTime, bool) {
+	f := statFields(b) // f[0] is field 3, the state
+	if len(f) <= 12 {
+		return cpuTime{}, false
+	}
+	field := func(n int) int64 {
+		v, _ := strconv.ParseInt(f[n-3], 10, 64)
+		return v
+	}
+	return cpuTime{
+		user:   float64(field(14)) / clkTck,
+		sys:    float64(field(15)) / clkTck,
+		faults: field(10) + field(12), // minflt + majflt
+	}, true
 }
 
 // contextSwitches returns the voluntary and involuntary context switches of

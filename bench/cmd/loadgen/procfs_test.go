@@ -34,10 +34,20 @@ func TestPerUnit(t *testing.T) {
 	}
 }
 
-func TestCPUTimesSplit(t *testing.T) {
-	before := cpuTimes(1)
-	if before.user < 0 || before.sys < 0 || before.total() != before.user+before.sys {
-		t.Fatalf("cpuTimes(1) = %+v", before)
+func TestStatTimes(t *testing.T) {
+	// A /proc/PID/stat line (a comm with a space and a parenthesis, as the
+	// kernel allows): minflt 1500 (field 10), majflt 7 (field 12), utime 250
+	// and stime 1300 ticks (fields 14 and 15).
+	line := []byte("4242 (tollgate (x)) S 1 4242 4242 0 -1 4194560 1500 0 7 0 250 1300 0 0 20 0 5 0 100 0 0\n")
+	got, ok := statTimes(line)
+	if !ok {
+		t.Fatalf("statTimes(%q) failed", line)
+	}
+	if want := (cpuTime{user: 2.5, sys: 13, faults: 1507}); got != want {
+		t.Fatalf("statTimes = %+v, want %+v", got, want)
+	}
+	if _, ok := statTimes([]byte("4242 (short) S 1 2 3")); ok {
+		t.Fatal("statTimes accepted a line without the time fields")
 	}
 	if got := cpuTimes(0); got != (cpuTime{}) {
 		t.Fatalf("cpuTimes(0) = %+v, want zero", got)
