@@ -1,21 +1,29 @@
 // Package api is tollgate's admin listener: /ping, the Traefik-shaped
-// /api/rawdata and /api/tcp/* views of the running configuration, live
-// inFlightConn and rateLimit state, provider status, and /metrics.
+// /api/rawdata and /api/tcp/* views of the running configuration, Traefik's
+// /api/version, /api/overview, /api/entrypoints, /api/certificates and its
+// empty /api/http/* and /api/udp/* lists, live inFlightConn and rateLimit
+// state, provider status, and /metrics (tollgate's series and Traefik's).
 package api
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/upgrade"
+	"github.com/tollgate-proxy/tollgate/middleware"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
@@ -32,6 +40,23 @@ type Sources struct {
 	// Upgrade starts a binary upgrade and returns its outcome
 	// (POST /api/upgrade); nil leaves the endpoint out.
 	Upgrade func(context.Context) (upgrade.Result, error)
+	// UpgradeToken is the token POST /api/upgrade takes
+	// (api.upgradeTokenFile); empty, it refuses every request.
+	UpgradeToken string
+	// Log says what the API refuses (the zero Logger says nothing).
+	Log zerolog.Logger
+	// Static is the static configuration, for Traefik's views of it: the
+	// entry points' configuration, the overview's providers and features.
+	// Without it those views show what the proxy and the watcher know.
+	Static *config.Static
+	// Version and Started are GET /api/version's: tollgate's version and
+	// when this process started.
+	Version string
+	Started time.Time
+	// Dashboard serves /dashboard/ (api.dashboard); History the
+	// per-second counts GET /api/history shows (nil leaves it out).
+	Dashboard bool
+	History   *History
 }
 
 // MaxTop bounds ?top= on the clients endpoint: a snapshot sorts every client
@@ -73,6 +98,21 @@ func Handler(src Sources) http.Handler {
 	mux.HandleFunc("GET /api/overview", src.overview)
 	mux.HandleFunc("GET /api/entrypoints", src.entryPoints)
 	mux.HandleFunc("GET /api/entrypoints/{name}", src.entryPoint)
+	mux.HandleFunc("GET /api/version", src.version)
+	mux.HandleFunc("GET /api/certificates", src.list(kindCertificates))
+	mux.HandleFunc("GET /api/certificates/{name}", src.detail(kindCertificates))
+	// Traefik's HTTP and UDP resources: tollgate routes TCP, so these are
+	// Traefik's empty lists, with its query parameters, and a 404 for a name.
+	for _, e := range []struct {
+		path string
+		k    kind
+	}{
+		{"/api/http/routers", kindHTTPRouters}, {"/api/http/services", kindHTTPServices}, {"/api/http/middlewares", kindHTTPMiddlewares},
+		{"/api/udp/routers", kindUDPRouters}, {"/api/udp/services", kindUDPServices},
+	} {
+		mux.HandleFunc("GET "+e.path, src.list(e.k))
+		mux.HandleFunc("GET "+e.path+"/{name}", src.detail(e.k))
+	}
 	if src.Metrics != nil {
 		mux.Handle("GET /metrics", src.Metrics)
 	}
@@ -82,8 +122,9 @@ func Handler(src Sources) http.Handler {
 		})
 	}
 	if src.Upgrade != nil {
-		mux.HandleFunc("POST /api/upgrade", src.upgradeHandler)
+		mux.HandleFunc("POST /api/upgrade", src.upgradeHandler())
 	}
+	src.addDashboard(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			// Every endpoint but POST /api/upgrade is read-only: say so
@@ -98,9 +139,9 @@ func Handler(src Sources) http.Handler {
 }
 
 type rawData struct {
-	Routers     map[string]*proxy.RouterInfo     `json:"tcpRouters"`
-	Services    map[string]*proxy.ServiceInfo    `json:"tcpServices"`
-	Middlewares map[string]*proxy.MiddlewareInfo `json:"tcpMiddlewares"`
+	Routers     map[string]*proxy.RouterInfo  `json:"tcpRouters"`
+	Services    map[string]*proxy.ServiceInfo `json:"tcpServices"`
+	Middlewares map[string]shownMiddleware    `json:"tcpMiddlewares"`
 	// ServersTransports and TLS are the applied configuration's, private
 	// keys redacted (config.RedactTLS).
 	ServersTransports map[string]*config.TCPServersTransport `json:"tcpServersTransports,omitempty"`
@@ -108,36 +149,62 @@ type rawData struct {
 	Providers         []provider.Status                      `json:"providers"`
 }
 
-// withLive returns copies of the middleware infos with live limiter state.
-func (s Sources) withLive(rt *proxy.Runtime, top int) map[string]*proxy.MiddlewareInfo {
-	out := make(map[string]*proxy.MiddlewareInfo, len(rt.Middlewares))
+// shownMiddleware is a middleware as the API shows it: v (its
+// MiddlewareInfo, or Traefik's list item that embeds it) with the members
+// its Live shows beside it (middleware.Viewer: inFlight, rateLimitState,
+// geoIPDatabases, ...), which encoding/json cannot flatten from a value
+// whose type it does not know.
+type shownMiddleware struct {
+	v    any
+	info *proxy.MiddlewareInfo
+	view map[string]any
+}
+
+// MarshalJSON writes v's object with the view's members after its own, by
+// key.
+func (m shownMiddleware) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(m.v)
+	if err != nil || len(m.view) == 0 {
+		return b, err
+	}
+	b = b[:len(b)-1] // v's closing brace
+	for _, k := range slices.Sorted(maps.Keys(m.view)) {
+		val, err := json.Marshal(m.view[k])
+		if err != nil {
+			return nil, err
+		}
+		key, _ := json.Marshal(k)
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(append(append(b, key...), ':'), val...)
+	}
+	return append(b, '}'), nil
+}
+
+// withLive returns the middlewares with what their live state shows (a
+// middleware.Viewer's members, top bounding the clients listed).
+func (s Sources) withLive(rt *proxy.Runtime, top int) map[string]shownMiddleware {
+	out := make(map[string]shownMiddleware, len(rt.Middlewares))
 	for name, mi := range rt.Middlewares {
-		if l := mi.LiveLimiter(); l != nil {
-			cp := *mi
-			st := l.Snapshot(top)
-			cp.Limiter = &st
-			if store := l.Store(); store != nil {
-				ss := store.State(l)
-				cp.Store = &ss
-			}
-			mi = &cp
+		m := shownMiddleware{v: mi, info: mi}
+		if v, ok := mi.Live().(middleware.Viewer); ok {
+			m.view = v.View(top)
 		}
-		if l := mi.LiveRateLimiter(); l != nil {
-			cp := *mi
-			st := l.Snapshot(top)
-			cp.RateLimiter = &st
-			mi = &cp
-		}
-		out[name] = mi
+		out[name] = m
 	}
 	return out
 }
 
-// withHealth returns copies of the service infos with live server status.
+// withHealth returns copies of the service infos with live server status
+// (UP for each server of a load balancer without a health check).
 func (s Sources) withHealth(rt *proxy.Runtime) map[string]*proxy.ServiceInfo {
 	out := make(map[string]*proxy.ServiceInfo, len(rt.Services))
 	for name, si := range rt.Services {
 		st, capa := s.Server.State().ServerStatus(name), s.Server.State().Capacity(name)
+		if st == nil {
+			st = si.AllUp()
+		}
 		if st != nil || capa != nil {
 			cp := *si
 			if st != nil {
@@ -195,6 +262,12 @@ const (
 	kindServices
 	kindMiddlewares
 	kindServersTransports
+	kindCertificates
+	kindHTTPRouters
+	kindHTTPServices
+	kindHTTPMiddlewares
+	kindUDPRouters
+	kindUDPServices
 )
 
 // named adds Traefik's list fields to a resource.
@@ -212,10 +285,12 @@ type serviceType struct {
 // parameters filter and sort on.
 type item struct {
 	value  any
-	name   string
+	name   string // the name sortBy=name sorts on (a qualified name; a certificate's common name)
+	id     string // the key: equal to name but for certificates (their fingerprint)
 	status string
+	search []string          // what search= looks in (nil: the name)
 	fields map[string]string // sortBy field -> value (besides name and status)
-	num    int               // the numeric sort key: a router's priority, a service's server count
+	num    int64             // the numeric sort key: a router's priority, a service's server count, a certificate's expiry
 }
 
 func (s Sources) items(k kind) map[string]item {
@@ -225,12 +300,23 @@ func (s Sources) items(k kind) map[string]item {
 	case kindRouters:
 		for n, v := range rt.Routers {
 			nm := nameOf(n)
+			if v.TCPRouter != nil && len(v.EntryPoints) == 0 && len(v.Using) > 0 {
+				// Traefik gives a router that names no entry point the
+				// default ones: those it serves on.
+				cp, r := *v, *v.TCPRouter
+				r.EntryPoints = v.Using
+				cp.TCPRouter = &r
+				v = &cp
+			}
 			out[n] = item{
 				value: struct {
 					*proxy.RouterInfo
 					named
-				}{v, nm},
-				name: n, status: v.Status, num: v.Priority,
+					// PriorityStr is Traefik's: the priority as a string,
+					// exact where JavaScript's numbers are not.
+					PriorityStr string `json:"priorityStr"`
+				}{v, nm, strconv.Itoa(v.Priority)},
+				name: n, status: v.Status, num: int64(v.Priority),
 				fields: map[string]string{"provider": nm.Provider, "rule": v.Rule, "service": v.Service,
 					"entryPoints": strings.Join(v.EntryPoints, ","), "middlewares": strings.Join(v.Middlewares, ",")},
 			}
@@ -252,7 +338,7 @@ func (s Sources) items(k kind) map[string]item {
 					named
 					serviceType
 				}{v, nm, serviceType{typ}},
-				name: n, status: v.Status, num: servers,
+				name: n, status: v.Status, num: int64(servers),
 				fields: map[string]string{"provider": nm.Provider, "type": typ},
 			}
 		}
@@ -269,16 +355,37 @@ func (s Sources) items(k kind) map[string]item {
 			}
 		}
 	case kindMiddlewares:
-		for n, v := range s.withLive(rt, s.TopLimit) {
+		for n, m := range s.withLive(rt, s.TopLimit) {
 			nm := nameOf(n)
+			v := m.info
+			typ := strings.ToLower(v.Type)
+			m.v = struct {
+				*proxy.MiddlewareInfo
+				named
+				// Type is Traefik's spelling: the configuration key
+				// lower-cased (inflightconn); rawdata keeps the type's
+				// name (InFlightConn).
+				Type string `json:"type,omitempty"`
+			}{v, nm, typ}
 			out[n] = item{
-				value: struct {
-					*proxy.MiddlewareInfo
-					named
-				}{v, nm},
-				name: n, status: v.Status,
-				fields: map[string]string{"provider": nm.Provider, "type": strings.ToLower(v.Type)},
+				value: m,
+				name:  n, status: v.Status,
+				fields: map[string]string{"provider": nm.Provider, "type": typ},
 			}
+		}
+	case kindCertificates:
+		for _, c := range s.certificates() {
+			out[c.Name] = item{
+				value: c, name: c.CommonName, id: c.Name, status: c.Status, num: c.NotAfter.Unix(),
+				search: append([]string{c.CommonName, c.IssuerOrg, c.IssuerCN}, c.SANs...),
+				fields: map[string]string{"issuer": c.issuer()},
+			}
+		}
+	}
+	for k, it := range out {
+		if it.id == "" {
+			it.id = it.name
+			out[k] = it
 		}
 	}
 	return out
@@ -295,6 +402,22 @@ var sortFields = map[kind][]string{
 	kindServices:          {"provider", "type", "servers"},
 	kindMiddlewares:       {"provider", "type"},
 	kindServersTransports: {"provider"},
+	kindCertificates:      {"cn", "issuer", "validUntil"},
+	kindHTTPRouters:       {"provider", "rule", "service", "priority", "entryPoints", "middlewares", "tls"},
+	kindHTTPServices:      {"provider", "type", "servers"},
+	kindHTTPMiddlewares:   {"provider", "type"},
+	kindUDPRouters:        {"provider", "service", "entryPoints"},
+	kindUDPServices:       {"provider", "type", "servers"},
+}
+
+// statuses are the status= values a list takes: Traefik's resource
+// statuses, and its certificates' (expired, and warning within 30 days of
+// the end).
+func statuses(k kind) []string {
+	if k == kindCertificates {
+		return []string{certEnabled, certWarning, certExpired}
+	}
+	return []string{proxy.StatusEnabled, proxy.StatusWarning, proxy.StatusDisabled}
 }
 
 // Pagination defaults, as in Traefik's API.
@@ -313,10 +436,8 @@ func (s Sources) list(k kind) http.HandlerFunc {
 		q := r.URL.Query()
 		search := strings.ToLower(q.Get("search"))
 		status := q.Get("status")
-		switch status {
-		case "", proxy.StatusEnabled, proxy.StatusWarning, proxy.StatusDisabled:
-		default:
-			writeError(w, http.StatusBadRequest, "status="+strconv.Quote(status)+": want enabled, warning or disabled")
+		if st := statuses(k); status != "" && !slices.Contains(st, status) {
+			writeError(w, http.StatusBadRequest, "status="+strconv.Quote(status)+": want "+strings.Join(st[:len(st)-1], ", ")+" or "+st[len(st)-1])
 			return
 		}
 		sortBy := q.Get("sortBy")
@@ -336,21 +457,15 @@ func (s Sources) list(k kind) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, "direction="+strconv.Quote(d)+": want asc or desc")
 			return
 		}
-		page, err := intParam(q, "page", 1)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		perPage, err := intParam(q, "per_page", defaultPerPage)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
 		svcName, mwName := q.Get("serviceName"), q.Get("middlewareName")
 
 		var sel []item
 		for _, it := range s.items(k) {
-			if search != "" && !strings.Contains(strings.ToLower(it.name), search) {
+			in := it.search
+			if in == nil {
+				in = []string{it.name}
+			}
+			if search != "" && !slices.ContainsFunc(in, func(v string) bool { return strings.Contains(strings.ToLower(v), search) }) {
 				continue
 			}
 			if status != "" && it.status != status {
@@ -369,39 +484,57 @@ func (s Sources) list(k kind) http.HandlerFunc {
 		slices.SortFunc(sel, func(a, b item) int {
 			c := 0
 			switch sortBy {
-			case "name":
+			case "name", "cn":
 			case "status":
 				c = strings.Compare(a.status, b.status)
-			case "priority", "servers":
+			case "priority", "servers", "validUntil":
 				c = cmp.Compare(a.num, b.num)
 			default:
 				c = strings.Compare(a.fields[sortBy], b.fields[sortBy])
 			}
 			if c == 0 {
-				c = strings.Compare(a.name, b.name)
+				c = cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.id, b.id))
 			}
 			if desc {
 				c = -c
 			}
 			return c
 		})
-		start := (page - 1) * perPage
-		if start != 0 && start >= len(sel) {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("page %d with per_page %d is past the end (%d items)", page, perPage, len(sel)))
+		page, next, err := pageOf(q, len(sel))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		end := min(start+perPage, len(sel))
-		next := 1
-		if page*perPage < len(sel) {
-			next = page + 1
-		}
-		out := make([]any, 0, end-start)
-		for _, it := range sel[start:end] {
+		out := make([]any, 0, len(page))
+		for _, it := range sel[page[0]:page[1]] {
 			out = append(out, it.value)
 		}
 		w.Header().Set(nextPageHeader, strconv.Itoa(next))
 		writeJSON(w, http.StatusOK, out)
 	}
+}
+
+// pageOf is Traefik's pagination of n items by page and per_page: the
+// page's bounds and the next page's number (1 on the last). A bad
+// parameter, or a page past the end, is an error that names it.
+func pageOf(q url.Values, n int) (bounds [2]int, next int, err error) {
+	page, err := intParam(q, "page", 1)
+	if err != nil {
+		return bounds, 0, err
+	}
+	perPage, err := intParam(q, "per_page", defaultPerPage)
+	if err != nil {
+		return bounds, 0, err
+	}
+	start := (page - 1) * perPage
+	if start != 0 && start >= n {
+		return bounds, 0, fmt.Errorf("page %d with per_page %d is past the end (%d items)", page, perPage, n)
+	}
+	next = 1
+	if page*perPage < n {
+		next = page + 1
+	}
+	return [2]int{start, min(start+perPage, n)}, next, nil
 }
 
 // intParam reads a positive integer query parameter, def when absent.
@@ -422,7 +555,11 @@ func (s Sources) detail(k kind) http.HandlerFunc {
 		name := r.PathValue("name")
 		it, ok := s.items(k)[name]
 		if !ok {
-			writeError(w, http.StatusNotFound, strconv.Quote(name)+" not found")
+			msg := strconv.Quote(name) + " not found"
+			if k >= kindHTTPRouters {
+				msg += ": tollgate routes TCP only (" + r.URL.Path + ")"
+			}
+			writeError(w, http.StatusNotFound, msg)
 			return
 		}
 		writeJSON(w, http.StatusOK, it.value)
@@ -436,8 +573,8 @@ func (s Sources) clients(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "middleware "+strconv.Quote(name)+" not found")
 		return
 	}
-	l, rl := mi.LiveLimiter(), mi.LiveRateLimiter()
-	if l == nil && rl == nil {
+	l, ok := mi.Live().(middleware.ClientLister)
+	if !ok {
 		writeError(w, http.StatusBadRequest, "middleware "+strconv.Quote(name)+" is not an enabled inFlightConn or rateLimit")
 		return
 	}
@@ -450,98 +587,25 @@ func (s Sources) clients(w http.ResponseWriter, r *http.Request) {
 		}
 		top = n
 	}
-	if rl != nil {
-		writeJSON(w, http.StatusOK, rl.Snapshot(top))
-		return
-	}
-	writeJSON(w, http.StatusOK, l.Snapshot(top))
+	writeJSON(w, http.StatusOK, l.Clients(top))
 }
 
-// sectionCount is Traefik's overview count of one kind of resource.
-type sectionCount struct {
-	Total    int `json:"total"`
-	Warnings int `json:"warnings"`
-	Errors   int `json:"errors"`
-}
-
-func count[V any](m map[string]V, status func(V) string) sectionCount {
-	var c sectionCount
-	for _, v := range m {
-		c.Total++
-		switch status(v) {
-		case proxy.StatusWarning:
-			c.Warnings++
-		case proxy.StatusDisabled:
-			c.Errors++
-		}
-	}
-	return c
-}
-
-// overview is Traefik's /api/overview for the TCP part: how many routers,
-// services and middlewares, with warnings and errors, and the providers.
-func (s Sources) overview(w http.ResponseWriter, _ *http.Request) {
-	rt := s.Server.Runtime()
-	var provs []string
-	for _, st := range s.Watcher.Statuses() {
-		provs = append(provs, st.Name)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"tcp": map[string]sectionCount{
-			"routers":     count(rt.Routers, func(v *proxy.RouterInfo) string { return v.Status }),
-			"services":    count(rt.Services, func(v *proxy.ServiceInfo) string { return v.Status }),
-			"middlewares": count(rt.Middlewares, func(v *proxy.MiddlewareInfo) string { return v.Status }),
-		},
-		"providers": provs,
-	})
-}
-
-// entryPointInfo is an entry point as /api/entrypoints shows it.
-type entryPointInfo struct {
-	Name         string `json:"name"`
-	Address      string `json:"address"`
-	Open         int64  `json:"openConnections"`
-	Accepted     uint64 `json:"acceptedTotal"`
-	NoRoute      uint64 `json:"noRouteTotal"`
-	AcceptErrors uint64 `json:"acceptErrorsTotal"`
-	// Unrouted is the connections accepted and not yet routed (reading a
-	// PROXY header or a ClientHello), with the clients holding most of them.
-	Unrouted proxy.UnroutedState `json:"unrouted"`
-}
-
-// epTopUnrouted is how many client IPs /api/entrypoints shows per entry point
-// by connections waiting to be routed.
-const epTopUnrouted = 10
-
-func epInfo(ep *proxy.EntryPoint) entryPointInfo {
-	return entryPointInfo{Name: ep.Name(), Address: ep.Addr().String(), Open: ep.Open(), Accepted: ep.Accepted(),
-		NoRoute: ep.NoRoute(), AcceptErrors: ep.AcceptErrors(), Unrouted: ep.Unrouted(epTopUnrouted)}
-}
-
-func (s Sources) entryPoints(w http.ResponseWriter, _ *http.Request) {
-	out := []entryPointInfo{}
-	for _, name := range s.Server.EntryPointNames() {
-		out = append(out, epInfo(s.Server.EntryPoint(name)))
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s Sources) entryPoint(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	ep := s.Server.EntryPoint(name)
-	if ep == nil {
-		writeError(w, http.StatusNotFound, "entry point "+strconv.Quote(name)+" not found")
-		return
-	}
-	writeJSON(w, http.StatusOK, epInfo(ep))
-}
-
+// writeJSON writes v as the answer. Whatever field of v a private key was
+// written in (a rule, an address, an error quoting a value), it is
+// redacted: the configuration's own certificates and keys are shown
+// without content already (config.RedactTLS), this is the net under
+// everything else.
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		msg, _ := json.Marshal(map[string]string{"message": "encoding the answer: " + err.Error()})
+		code, b = http.StatusInternalServerError, *bytes.NewBuffer(msg)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	_, _ = w.Write(config.RedactPrivateKeys(b.Bytes()))
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {

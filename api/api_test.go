@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/provider"
@@ -39,7 +37,7 @@ func setup(t *testing.T) (*httptest.Server, *proxy.Server, string) {
 	ep := &config.EntryPoint{Address: "127.0.0.1:0"}
 	ep.SetDefaults()
 	ep.Transport.LifeCycle.GraceTimeOut = 0
-	srv, err := proxy.NewServer(map[string]*config.EntryPoint{"tcp": ep}, zerolog.Nop())
+	srv, err := proxy.NewServer(map[string]*config.EntryPoint{"tcp": ep}, proxy.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +53,7 @@ func setup(t *testing.T) (*httptest.Server, *proxy.Server, string) {
 		},
 	}}
 	srv.Apply(provider.Merge(map[string]*config.Dynamic{"file": cfg}))
-	h := httptest.NewServer(Handler(Sources{Server: srv, Watcher: w, Metrics: MetricsHandler(srv, w, nil)}))
+	h := httptest.NewServer(Handler(Sources{Server: srv, Watcher: w, Metrics: MetricsHandler(srv, w, nil, nil)}))
 	t.Cleanup(h.Close)
 	return h, srv, srv.EntryPoint("tcp").Addr().String()
 }

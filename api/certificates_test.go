@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/provider"
@@ -41,7 +39,7 @@ func TestTLSCertificatesAndHandshakeMetrics(t *testing.T) {
 	ep := &config.EntryPoint{Address: "127.0.0.1:0"}
 	ep.SetDefaults()
 	ep.Transport.LifeCycle.GraceTimeOut = 0
-	srv, err := proxy.NewServer(map[string]*config.EntryPoint{"tls": ep}, zerolog.Nop())
+	srv, err := proxy.NewServer(map[string]*config.EntryPoint{"tls": ep}, proxy.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +57,7 @@ func TestTLSCertificatesAndHandshakeMetrics(t *testing.T) {
 		t.Fatalf("db@file: %s %v", ri.Status, ri.Err)
 	}
 	w := &provider.Watcher{Apply: func(*config.TCPConfiguration) {}}
-	h := httptest.NewServer(Handler(Sources{Server: srv, Watcher: w, Metrics: MetricsHandler(srv, w, nil)}))
+	h := httptest.NewServer(Handler(Sources{Server: srv, Watcher: w, Metrics: MetricsHandler(srv, w, nil, nil)}))
 	t.Cleanup(h.Close)
 
 	addr := srv.EntryPoint("tls").Addr().String()

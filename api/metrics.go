@@ -8,9 +8,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/upgrade"
+	"github.com/tollgate-proxy/tollgate/metrics"
+	"github.com/tollgate-proxy/tollgate/middleware"
+	"github.com/tollgate-proxy/tollgate/middleware/crowdsec"
 	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
-	"github.com/tollgate-proxy/tollgate/middleware/ipallowlist"
+	"github.com/tollgate-proxy/tollgate/middleware/ratelimit"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
@@ -19,18 +23,62 @@ import (
 // counters the data plane keeps anyway: nothing is done per connection for
 // metrics beyond those atomic adds. Per-router bytes and durations are
 // counted when a connection closes, and only when the server's State has
-// ConnObservers.Metrics set (main.go sets it with --metrics.prometheus).
+// ConnObservers.Metrics set (internal/process sets it with --metrics.prometheus and
+// its addRoutersLabels).
+//
+// Beside tollgate's own series it serves Traefik's global ones with
+// Traefik's names and labels (package metrics reads them). opts, when not
+// nil, is metrics.prometheus: its addEntryPointsLabels, addRoutersLabels
+// and addServicesLabels keep or leave out tollgate's per-entry-point,
+// per-router and per-service series (nil: all of them).
 //
 // up, when not nil, adds the process generation and the handover counters
-// of binary upgrades (README, "Upgrading in place").
-func MetricsHandler(srv *proxy.Server, w *provider.Watcher, up *upgrade.Stats) http.Handler {
+// of binary upgrades (docs/operations/upgrading.md).
+func MetricsHandler(srv *proxy.Server, w *provider.Watcher, up *upgrade.Stats, opts *config.Prometheus) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(&collector{srv: srv, w: w})
+	c := &collector{srv: srv, w: w, entryPoints: true, routers: true, services: true}
+	if opts != nil {
+		c.entryPoints, c.routers, c.services = opts.AddEntryPointsLabels, opts.AddRoutersLabels, opts.AddServicesLabels
+	}
+	reg.MustRegister(c, traefikCollector{srv})
 	if up != nil {
 		reg.MustRegister(upgradeCollector{up})
 	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// Traefik's global series, with Traefik's names and labels
+// (docs/reference/metrics.md#traefiks-series).
+var (
+	descTraefikReloads = prometheus.NewDesc("traefik_config_reloads_total", "Configurations applied (Traefik's series).", nil, nil)
+	descTraefikLast    = prometheus.NewDesc("traefik_config_last_reload_success", "When the last configuration was applied, in Unix seconds (Traefik's series).", nil, nil)
+	descTraefikOpen    = prometheus.NewDesc("traefik_open_connections", "Open TCP connections, by entry point and protocol, from accept to close (Traefik's series).", []string{"entrypoint", "protocol"}, nil)
+	descTraefikCerts   = prometheus.NewDesc("traefik_tls_certs_not_after", "When a certificate expires, in Unix seconds (Traefik's series).", []string{"cn", "serial", "sans"}, nil)
+)
+
+// traefikCollector serves Traefik's global series from a metrics.Snapshot,
+// the one the push exporters send.
+type traefikCollector struct{ srv *proxy.Server }
+
+func (traefikCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descTraefikReloads, descTraefikLast, descTraefikOpen, descTraefikCerts} {
+		ch <- d
+	}
+}
+
+func (c traefikCollector) Collect(ch chan<- prometheus.Metric) {
+	s := metrics.Read(c.srv)
+	ch <- prometheus.MustNewConstMetric(descTraefikReloads, prometheus.CounterValue, float64(s.Reloads))
+	if !s.LastReload.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descTraefikLast, prometheus.GaugeValue, float64(s.LastReload.Unix()))
+	}
+	for _, e := range s.Open {
+		ch <- prometheus.MustNewConstMetric(descTraefikOpen, prometheus.GaugeValue, float64(e.Connections), e.EntryPoint, "TCP")
+	}
+	for _, cert := range s.Certificates {
+		ch <- prometheus.MustNewConstMetric(descTraefikCerts, prometheus.GaugeValue, float64(cert.NotAfter.Unix()), cert.CN, cert.Serial, cert.SANs)
+	}
 }
 
 var (
@@ -48,7 +96,7 @@ var (
 	descSrvMax     = prometheus.NewDesc("tollgate_service_server_max_connections", "A server's maxConn (0: no cap).", []string{"service", "server"}, nil)
 	descSrvInh     = prometheus.NewDesc("tollgate_service_server_inherited_connections", "The old process's connections to a capped server after an upgrade, counted against its maxConn until they end.", []string{"service", "server"}, nil)
 	descQueued     = prometheus.NewDesc("tollgate_service_queued_connections", "Connections waiting for a server slot, per capped service.", []string{"service"}, nil)
-	descQueueRej   = prometheus.NewDesc("tollgate_service_queue_rejected_total", "Connections a capped service closed: its queue was full, or the wait timed out.", []string{"service", "reason"}, nil)
+	descQueueRej   = prometheus.NewDesc("tollgate_service_queue_rejected_total", "Connections a capped service closed: its queue was full, the wait timed out, or a client holding fewer places took the place (evicted).", []string{"service", "reason"}, nil)
 	descFallbacks  = prometheus.NewDesc("tollgate_service_splice_fallbacks_total", "Copies done through a buffer because no splice pipe could be created (out of file descriptors), per service.", []string{"service"}, nil)
 	descReloads    = prometheus.NewDesc("tollgate_config_reloads_total", "Configurations applied.", nil, nil)
 	descLastReload = prometheus.NewDesc("tollgate_config_last_reload_timestamp_seconds", "When the last configuration was applied.", nil, nil)
@@ -59,11 +107,17 @@ var (
 	descProvOK     = prometheus.NewDesc("tollgate_provider_last_reload_success", "1 when the provider's last report was a configuration, 0 when it was an error.", []string{"provider"}, nil)
 	descProvLast   = prometheus.NewDesc("tollgate_provider_last_reload_timestamp_seconds", "When the provider last delivered a configuration.", []string{"provider"}, nil)
 	descProvErrAt  = prometheus.NewDesc("tollgate_provider_error_since_timestamp_seconds", "Since when the provider has been failing (absent while it is not).", []string{"provider"}, nil)
+	descCSReady    = prometheus.NewDesc("tollgate_crowdsec_ready", "1 when the crowdSec bouncer has pulled its decisions since it started (until then failureMode applies).", []string{"middleware"}, nil)
+	descCSLastPull = prometheus.NewDesc("tollgate_crowdsec_last_pull_timestamp_seconds", "When the crowdSec bouncer last pulled its decisions successfully (Unix time; 0: never).", []string{"middleware"}, nil)
+	descCSPulls    = prometheus.NewDesc("tollgate_crowdsec_pulls_total", "The crowdSec bouncer's pulls from its Local API, by result (success, failure).", []string{"middleware", "result"}, nil)
+	descCSBans     = prometheus.NewDesc("tollgate_crowdsec_bans", "The bans the crowdSec bouncer holds in force, by scope (ip, range).", []string{"middleware", "scope"}, nil)
 	descRLClients  = prometheus.NewDesc("tollgate_ratelimit_clients", "Client keys whose bucket is not full, per rateLimit limiter (its per-IP entries).", []string{"middleware"}, nil)
 	descStoreUp    = prometheus.NewDesc("tollgate_inflightconn_store_up", "1 when the shared store of an inFlightConn limiter answers and this replica's shares are asserted, 0 while its failureMode applies.", []string{"middleware", "store", "failure_mode"}, nil)
 	descStoreFall  = prometheus.NewDesc("tollgate_inflightconn_store_fallbacks_total", "Connections admitted by the amount per replica while the shared store was unreachable (failureMode open), per inFlightConn limiter.", []string{"middleware"}, nil)
 	descStoreRT    = prometheus.NewDesc("tollgate_store_round_trip_seconds", "Round trips to a shared store (pipelined batches of admissions and releases, lease refreshes).", []string{"store"}, nil)
 	descStoreFail  = prometheus.NewDesc("tollgate_store_round_trip_errors_total", "Round trips to a shared store that failed or timed out.", []string{"store"}, nil)
+	descStoreEvict = prometheus.NewDesc("tollgate_store_eviction_risk", "1 when the shared store's Redis server has a maxmemory-policy that may evict tollgate's keys (any but noeviction), else 0 (maxmemory_policy \"unknown\": it could not be read).", []string{"store", "maxmemory_policy"}, nil)
+	descStoreLost  = prometheus.NewDesc("tollgate_store_shares_lost_total", "Times a shared store was found to have lost some of this replica's shares (flushed, deleted or evicted keys, writes lost in a failover), which were then asserted again.", []string{"store"}, nil)
 	descAmount     = prometheus.NewDesc("tollgate_inflightconn_limit", "The per-client amount of an inFlightConn limiter.", []string{"middleware"}, nil)
 	descBytesIn    = prometheus.NewDesc("tollgate_router_bytes_in_total", "Bytes from clients to backends, per router, counted when a connection closes.", []string{"router"}, nil)
 	descBytesOut   = prometheus.NewDesc("tollgate_router_bytes_out_total", "Bytes from backends to clients, per router, counted when a connection closes.", []string{"router"}, nil)
@@ -80,95 +134,41 @@ var providerStates = []string{"starting", "ok", "error"}
 type collector struct {
 	srv *proxy.Server
 	w   *provider.Watcher
+	// The kinds of series served (metrics.prometheus.add*Labels).
+	entryPoints, routers, services bool
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descEPOpen, descEPAccepted, descNoRoute, descEPUnrouted, descEPAcceptEr, descRouterOpen, descMWConns, descInFlight, descClients, descDialErrors, descFallbacks, descSrvOpen, descSrvMax, descSrvInh, descQueued, descQueueRej, descReloads, descLastReload, descProvider, descProvUpd, descProvErr,
-		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descRLClients, descStoreUp, descStoreFall, descStoreRT, descStoreFail, descBytesIn, descBytesOut, descDuration, descTLSOK, descTLSFail, descTLSBackend, descCertsNA} {
+		descProvState, descProvOK, descProvLast, descProvErrAt, descAmount, descRLClients, descCSReady, descCSLastPull, descCSPulls, descCSBans, descStoreUp, descStoreFall, descStoreRT, descStoreFail, descStoreEvict, descStoreLost, descBytesIn, descBytesOut, descDuration, descTLSOK, descTLSFail, descTLSBackend, descCertsNA} {
 		ch <- d
 	}
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	for _, name := range c.srv.EntryPointNames() {
-		ep := c.srv.EntryPoint(name)
-		ch <- prometheus.MustNewConstMetric(descEPOpen, prometheus.GaugeValue, float64(ep.Open()), name)
-		ch <- prometheus.MustNewConstMetric(descEPAccepted, prometheus.CounterValue, float64(ep.Accepted()), name)
-		ch <- prometheus.MustNewConstMetric(descNoRoute, prometheus.CounterValue, float64(ep.NoRoute()), name, "no_route")
-		u := ep.Unrouted(0)
-		ch <- prometheus.MustNewConstMetric(descNoRoute, prometheus.CounterValue, float64(u.Rejected), name, "unrouted_limit")
-		ch <- prometheus.MustNewConstMetric(descEPUnrouted, prometheus.GaugeValue, float64(u.Connections), name)
-		ch <- prometheus.MustNewConstMetric(descEPAcceptEr, prometheus.CounterValue, float64(ep.AcceptErrors()), name)
-	}
+	c.collectEntryPoints(ch)
 	st := c.srv.State()
-	stores := map[*inflightconn.Store]bool{}
-	defer func() {
-		for s := range stores {
-			n, total, failed := s.RoundTrips()
-			ch <- prometheus.MustNewConstSummary(descStoreRT, n, total.Seconds(), nil, s.Name())
-			ch <- prometheus.MustNewConstMetric(descStoreFail, prometheus.CounterValue, float64(failed), s.Name())
-		}
-	}()
-	for _, name := range st.Limiters.Names() {
-		l := st.Limiters.Lookup(name)
-		if l == nil {
-			continue
-		}
-		s := l.Stats()
-		// In dry run nothing is rejected: the would-be rejections keep their
-		// reason under result="would_reject".
-		result := "rejected"
-		if s.DryRun {
-			result = "would_reject"
-		}
-		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Admitted), name, "accepted", "")
-		fallbacks, unreachable, queueFull := l.StoreCounts()
-		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Rejected-unreachable-queueFull), name, result, "inflightconn_limit")
-		if store := l.Store(); store != nil {
-			up := 0.0
-			if store.Reachable() {
-				up = 1
-			}
-			ss := store.State(l)
-			ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(unreachable), name, "rejected", "store_unreachable")
-			ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(queueFull), name, "rejected", "store_queue_full")
-			ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, up, name, store.Name(), ss.FailureMode)
-			ch <- prometheus.MustNewConstMetric(descStoreFall, prometheus.CounterValue, float64(fallbacks), name)
-			stores[store] = true
-		}
-		ch <- prometheus.MustNewConstMetric(descAmount, prometheus.GaugeValue, float64(s.Amount), name)
-		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(s.InFlight), name)
-		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(s.DistinctIPs), name)
-	}
-	for _, name := range st.RateLimiters.Names() {
-		l := st.RateLimiters.Lookup(name)
-		if l == nil {
-			continue
-		}
-		s := l.Stats()
-		result := "rejected"
-		if s.DryRun {
-			result = "would_reject"
-		}
-		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Admitted), name, "accepted", "")
-		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(s.Rejected), name, result, "ratelimit")
-		ch <- prometheus.MustNewConstMetric(descRLClients, prometheus.GaugeValue, float64(s.DistinctIPs), name)
-	}
+	collectMiddlewares(ch, st.Keepers())
 	st.Each(
-		func(name string, a *ipallowlist.Counters) {
-			ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(a.Allowed.Load()), name, "accepted", "")
-			ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(a.Denied.Load()), name, "rejected", "ipallowlist_denied")
-		},
 		func(name string, s *proxy.ServiceCounters) {
+			if !c.services {
+				return
+			}
 			ch <- prometheus.MustNewConstMetric(descDialErrors, prometheus.CounterValue, float64(s.DialErrors.Load()), name)
 			ch <- prometheus.MustNewConstMetric(descTLSBackend, prometheus.CounterValue, float64(s.TLSErrors.Load()), name)
 			ch <- prometheus.MustNewConstMetric(descFallbacks, prometheus.CounterValue, float64(s.SpliceFallbacks.Load()), name)
 		},
 		func(name string, open int64) {
+			if !c.routers {
+				return
+			}
 			ch <- prometheus.MustNewConstMetric(descRouterOpen, prometheus.GaugeValue, float64(open), name)
 		},
 	)
 	st.EachCapacity(func(name string, cs proxy.CapacityState) {
+		if !c.services {
+			return
+		}
 		for _, sv := range cs.Servers {
 			ch <- prometheus.MustNewConstMetric(descSrvOpen, prometheus.GaugeValue, float64(sv.Open), name, sv.Address)
 			ch <- prometheus.MustNewConstMetric(descSrvMax, prometheus.GaugeValue, float64(sv.Max), name, sv.Address)
@@ -177,14 +177,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(cs.Queued), name)
 		ch <- prometheus.MustNewConstMetric(descQueueRej, prometheus.CounterValue, float64(cs.RejectedFull), name, "full")
 		ch <- prometheus.MustNewConstMetric(descQueueRej, prometheus.CounterValue, float64(cs.TimedOut), name, "timeout")
+		ch <- prometheus.MustNewConstMetric(descQueueRej, prometheus.CounterValue, float64(cs.Evicted), name, "evicted")
 	})
 	st.EachTLSCounters(func(name string, tc *proxy.TLSCounters) {
+		if !c.routers {
+			return
+		}
 		ch <- prometheus.MustNewConstMetric(descTLSOK, prometheus.CounterValue, float64(tc.Handshakes.Load()), name)
 		for i, reason := range proxy.HandshakeReasons {
 			ch <- prometheus.MustNewConstMetric(descTLSFail, prometheus.CounterValue, float64(tc.Failures[i].Load()), name, reason)
 		}
 	})
 	st.EachRouterCounters(func(name string, rc *proxy.RouterCounters) {
+		if !c.routers {
+			return
+		}
 		ch <- prometheus.MustNewConstMetric(descBytesIn, prometheus.CounterValue, float64(rc.BytesIn.Load()), name)
 		ch <- prometheus.MustNewConstMetric(descBytesOut, prometheus.CounterValue, float64(rc.BytesOut.Load()), name)
 		count, sum, buckets := rc.Duration.Snapshot()
@@ -204,6 +211,102 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if n > 0 {
 		ch <- prometheus.MustNewConstMetric(descLastReload, prometheus.GaugeValue, float64(last.UnixNano())/1e9)
 	}
+	c.collectProviders(ch)
+}
+
+// collectEntryPoints collects each entry point's series.
+func (c *collector) collectEntryPoints(ch chan<- prometheus.Metric) {
+	var epNames []string
+	if c.entryPoints {
+		epNames = c.srv.EntryPointNames()
+	}
+	for _, name := range epNames {
+		ep := c.srv.EntryPoint(name)
+		ch <- prometheus.MustNewConstMetric(descEPOpen, prometheus.GaugeValue, float64(ep.Open()), name)
+		ch <- prometheus.MustNewConstMetric(descEPAccepted, prometheus.CounterValue, float64(ep.Accepted()), name)
+		ch <- prometheus.MustNewConstMetric(descNoRoute, prometheus.CounterValue, float64(ep.NoRoute()), name, "no_route")
+		u := ep.Unrouted(0)
+		ch <- prometheus.MustNewConstMetric(descNoRoute, prometheus.CounterValue, float64(u.Rejected), name, "unrouted_limit")
+		ch <- prometheus.MustNewConstMetric(descNoRoute, prometheus.CounterValue, float64(u.RejectedMax), name, "unrouted_total_limit")
+		ch <- prometheus.MustNewConstMetric(descEPUnrouted, prometheus.GaugeValue, float64(u.Open), name)
+		ch <- prometheus.MustNewConstMetric(descEPAcceptEr, prometheus.CounterValue, float64(ep.AcceptErrors()), name)
+	}
+}
+
+// collectMiddlewares collects every middleware's decisions (its kind's
+// Counts) and the series of the kinds that have their own: inFlightConn's
+// limits and shared stores, rateLimit's clients, crowdSec's bouncers.
+func collectMiddlewares(ch chan<- prometheus.Metric, ks *middleware.Keepers) {
+	stores := map[*inflightconn.Store]bool{}
+	defer func() {
+		for s := range stores {
+			n, total, failed := s.RoundTrips()
+			ch <- prometheus.MustNewConstSummary(descStoreRT, n, total.Seconds(), nil, s.Name())
+			ch <- prometheus.MustNewConstMetric(descStoreFail, prometheus.CounterValue, float64(failed), s.Name())
+			if policy, risk := s.Eviction(); policy != "" {
+				v := 0.0
+				if risk {
+					v = 1
+				}
+				ch <- prometheus.MustNewConstMetric(descStoreEvict, prometheus.GaugeValue, v, s.Name(), policy)
+			}
+			ch <- prometheus.MustNewConstMetric(descStoreLost, prometheus.CounterValue, float64(s.SharesLost()), s.Name())
+		}
+	}()
+	ks.Counts(func(name string, c middleware.Counts) {
+		ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(c.Admitted), name, "accepted", "")
+		for _, r := range c.Reasons {
+			result := "rejected"
+			if r.WouldBe {
+				// In dry run nothing is rejected: the would-be
+				// rejections keep their reason under result="would_reject".
+				result = "would_reject"
+			}
+			ch <- prometheus.MustNewConstMetric(descMWConns, prometheus.CounterValue, float64(r.N), name, result, r.Reason.String())
+		}
+	})
+	inflightconn.Limiters(ks).Each(func(name string, l *inflightconn.Limiter) {
+		s := l.Stats()
+		if store := l.Store(); store != nil {
+			up := 0.0
+			if store.Reachable() {
+				up = 1
+			}
+			fallbacks, _, _ := l.StoreCounts()
+			ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, up, name, store.Name(), store.State(l).FailureMode)
+			ch <- prometheus.MustNewConstMetric(descStoreFall, prometheus.CounterValue, float64(fallbacks), name)
+			stores[store] = true
+		}
+		ch <- prometheus.MustNewConstMetric(descAmount, prometheus.GaugeValue, float64(s.Amount), name)
+		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(s.InFlight), name)
+		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(s.DistinctIPs), name)
+	})
+	ratelimit.Limiters(ks).Each(func(name string, l *ratelimit.Limiter) {
+		ch <- prometheus.MustNewConstMetric(descRLClients, prometheus.GaugeValue, float64(l.Stats().DistinctIPs), name)
+	})
+	crowdsec.Bouncers(ks).Each(func(name string, l *crowdsec.Live) {
+		b := l.Bouncer()
+		if b == nil {
+			return
+		}
+		ready, last := 0.0, 0.0
+		if b.Ready {
+			ready = 1
+		}
+		if !b.LastPull.IsZero() {
+			last = float64(b.LastPull.UnixNano()) / 1e9
+		}
+		ch <- prometheus.MustNewConstMetric(descCSReady, prometheus.GaugeValue, ready, name)
+		ch <- prometheus.MustNewConstMetric(descCSLastPull, prometheus.GaugeValue, last, name)
+		ch <- prometheus.MustNewConstMetric(descCSPulls, prometheus.CounterValue, float64(b.Pulls), name, "success")
+		ch <- prometheus.MustNewConstMetric(descCSPulls, prometheus.CounterValue, float64(b.Failures), name, "failure")
+		ch <- prometheus.MustNewConstMetric(descCSBans, prometheus.GaugeValue, float64(b.IPs), name, "ip")
+		ch <- prometheus.MustNewConstMetric(descCSBans, prometheus.GaugeValue, float64(b.Ranges), name, "range")
+	})
+}
+
+// collectProviders collects each provider's series.
+func (c *collector) collectProviders(ch chan<- prometheus.Metric) {
 	for _, s := range c.w.Statuses() {
 		up := 0.0
 		if s.State == "ok" {

@@ -70,11 +70,10 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.editEntry != nil {
 		o.editEntry(ep)
 	}
-	srv, err := proxy.NewServer(map[string]*config.EntryPoint{"tcp": ep}, o.log)
+	srv, err := proxy.NewServer(map[string]*config.EntryPoint{"tcp": ep}, proxy.Options{Log: o.log, State: proxy.StateOptions{Observers: o.obs}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.State().SetConnObservers(o.obs)
 	srv.Start()
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
 	w := &provider.Watcher{Apply: func(c *config.TCPConfiguration) { srv.Apply(c) }}
@@ -82,7 +81,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go w.Run(ctx, msgs)
-	h := httptest.NewServer(Handler(Sources{Server: srv, Watcher: w, Metrics: MetricsHandler(srv, w, nil)}))
+	h := httptest.NewServer(Handler(Sources{Server: srv, Watcher: w, Metrics: MetricsHandler(srv, w, nil, nil)}))
 	t.Cleanup(h.Close)
 	return &rig{h: h, srv: srv, w: w, msgs: msgs, be: be.Addr().String(), addr: srv.EntryPoint("tcp").Addr().String()}
 }
@@ -302,7 +301,8 @@ func TestListQueryParameters(t *testing.T) {
 			t.Errorf("%s: %q next %s, want %q next %s", tc.path, strings.Join(got, " "), next, tc.want, tc.next)
 		}
 	}
-	// Traefik's shapes: middlewares list usedBy and type, services type.
+	// Traefik's shapes: middlewares list usedBy and type (lower-cased, as
+	// Traefik writes it), services type.
 	_, body := get(t, r.h.URL+"/api/tcp/middlewares/lim@file")
 	var mw struct {
 		UsedBy []string `json:"usedBy"`
@@ -312,7 +312,7 @@ func TestListQueryParameters(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &mw); err != nil {
 		t.Fatal(err)
 	}
-	if mw.Name != "lim@file" || mw.Type != "InFlightConn" || len(mw.UsedBy) != 1 || mw.UsedBy[0] != "bravo@file" {
+	if mw.Name != "lim@file" || mw.Type != "inflightconn" || len(mw.UsedBy) != 1 || mw.UsedBy[0] != "bravo@file" {
 		t.Errorf("middleware detail %s", body)
 	}
 	_, body = get(t, r.h.URL+"/api/tcp/services/s2@file")
@@ -333,7 +333,8 @@ func TestListQueryParameters(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 with a message", path, code, body)
 		}
 	}
-	// Traefik's overview and entry points.
+	// Traefik's overview (its providers as Traefik names them) and entry
+	// points.
 	_, body = get(t, r.h.URL+"/api/overview")
 	var ov struct {
 		TCP       map[string]struct{ Total, Warnings, Errors int } `json:"tcp"`
@@ -345,7 +346,7 @@ func TestListQueryParameters(t *testing.T) {
 	if rt := ov.TCP["routers"]; rt.Total != 5 || rt.Errors != 2 || rt.Warnings != 0 {
 		t.Errorf("overview routers %+v", rt)
 	}
-	if mw := ov.TCP["middlewares"]; mw.Total != 2 || mw.Warnings != 1 || len(ov.Providers) != 1 || ov.Providers[0] != "file" {
+	if mw := ov.TCP["middlewares"]; mw.Total != 2 || mw.Warnings != 1 || len(ov.Providers) != 1 || ov.Providers[0] != "File" {
 		t.Errorf("overview %s", body)
 	}
 	_, body = get(t, r.h.URL+"/api/entrypoints")

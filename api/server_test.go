@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -15,10 +16,11 @@ import (
 // startAdmin serves h with limits l on a free loopback port.
 func startAdmin(t *testing.T, h http.Handler, l limits) string {
 	t.Helper()
-	ln, err := listen("127.0.0.1:0", l.conns)
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	ln := limit(raw, l)
 	srv := newServer(h, l)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -60,7 +62,7 @@ func trickle(c net.Conn, s string, gap time.Duration, stop <-chan struct{}) {
 // cut off by the admin server's timeouts; an idle keep-alive connection is
 // closed.
 func TestAdminServerTimeouts(t *testing.T) {
-	l := limits{readHeader: 300 * time.Millisecond, read: 600 * time.Millisecond, write: time.Second, idle: 400 * time.Millisecond, conns: 8}
+	l := limits{readHeader: 300 * time.Millisecond, read: 600 * time.Millisecond, write: time.Second, idle: 400 * time.Millisecond, conns: 8, perClient: 8}
 	addr := startAdmin(t, okHandler(), l)
 	for _, tc := range []struct {
 		name, request string
@@ -111,7 +113,7 @@ func TestAdminServerTimeouts(t *testing.T) {
 // Issue 10.5: the admin listener serves a bounded number of connections at
 // once; one more waits until a slot is free.
 func TestAdminListenerBoundsConnections(t *testing.T) {
-	l := limits{readHeader: 5 * time.Second, read: 5 * time.Second, write: 5 * time.Second, idle: 5 * time.Second, conns: 3}
+	l := limits{readHeader: 5 * time.Second, read: 5 * time.Second, write: 5 * time.Second, idle: 5 * time.Second, conns: 3, perClient: 3}
 	addr := startAdmin(t, okHandler(), l)
 	var held []net.Conn
 	for i := 0; i < l.conns; i++ {
@@ -127,7 +129,8 @@ func TestAdminListenerBoundsConnections(t *testing.T) {
 		}
 	}()
 	client := &http.Client{Timeout: 500 * time.Millisecond}
-	if _, err := client.Get("http://" + addr + "/ping"); err == nil {
+	if resp, err := client.Get("http://" + addr + "/ping"); err == nil {
+		resp.Body.Close()
 		t.Fatalf("a request was served while %d idle connections held every slot", l.conns)
 	}
 	held[0].Close()
@@ -171,7 +174,7 @@ func wantStatuses(t *testing.T, addr string, want map[string]int) {
 // LocalOnly serves its handler to loopback clients, and its open paths to
 // anyone; other clients get 404.
 func TestLocalOnly(t *testing.T) {
-	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "inner "+r.URL.Path) })
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "inner "+r.URL.Path) })
 	h := LocalOnly(inner, "/ping", "/metrics")
 	for _, tc := range []struct {
 		remote, path string
@@ -192,6 +195,94 @@ func TestLocalOnly(t *testing.T) {
 		h.ServeHTTP(w, r)
 		if w.Code != tc.code {
 			t.Errorf("%s from %s: %d, want %d (%s)", tc.path, tc.remote, w.Code, tc.code, w.Body)
+		}
+	}
+}
+
+// dialFrom connects to addr from the loopback address src.
+func dialFrom(src, addr string) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
+	return d.Dial("tcp", addr)
+}
+
+// Issue 41.3: 80 slow partial requests from one address take its 8 slots
+// and no more (the others are closed at once): /ping from another address
+// is answered at once, with the global bound (64) kept.
+func TestAdminListenerBoundsEachClient(t *testing.T) {
+	l := adminLimits
+	l.readHeader = time.Minute // the partial requests outlive the test
+	addr := startAdmin(t, PingOnly(), l)
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 80; i++ {
+		c, err := dialFrom("127.0.0.2", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(c, "GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+		held = append(held, c)
+	}
+	open := 0
+	for _, c := range held {
+		if closed, _ := closedWithin(c, 100*time.Millisecond); !closed {
+			open++
+		}
+	}
+	if open != MaxConnsPerClient {
+		t.Fatalf("%d of 80 partial requests from one address held open, want %d", open, MaxConnsPerClient)
+	}
+	start := time.Now()
+	resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + addr + "/ping")
+	if err != nil {
+		t.Fatalf("/ping from 127.0.0.1 while 127.0.0.2 holds its slots: %v", err)
+	}
+	resp.Body.Close()
+	t.Logf("/ping answered in %v", time.Since(start))
+}
+
+// Issue 41.3: a request over loopback that names a Host that is not an IP
+// literal, localhost or an allowed name is refused: DNS rebinding. Over
+// another address, the Host is not looked at.
+func TestGuardHost(t *testing.T) {
+	h := GuardHost(okHandler(), []string{"tollgate.internal", "*.corp.example"})
+	loop, lan := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 5), Port: 8080}
+	for _, tc := range []struct {
+		local net.Addr
+		host  string
+		code  int
+	}{
+		{loop, "evil.example", 403},
+		{loop, "evil.example:8080", 403},
+		{loop, "127.0.0.1.evil.example", 403},
+		{loop, "localhost.evil.example", 403},
+		{loop, "127.0.0.1:8080", 200},
+		{loop, "127.0.0.1", 200},
+		{loop, "[::1]:8080", 200},
+		{loop, "localhost:8080", 200},
+		{loop, "LOCALHOST.", 200},
+		{loop, "tollgate.localhost:8080", 200},
+		{loop, "tollgate.internal:8080", 200},
+		{loop, "TOLLGATE.INTERNAL", 200},
+		{loop, "a.corp.example", 200},
+		{loop, "corp.example", 403},
+		{loop, "", 200},
+		{&net.TCPAddr{IP: net.ParseIP("::1"), Port: 8080}, "evil.example", 403},
+		{lan, "evil.example", 200},
+	} {
+		r := httptest.NewRequest("GET", "/api/rawdata", nil)
+		r.Host = tc.host
+		r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, tc.local))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.code {
+			t.Errorf("Host %q on %v: %d, want %d (%s)", tc.host, tc.local, w.Code, tc.code, w.Body)
+		}
+		if w.Code == 403 && !strings.Contains(w.Body.String(), "api.allowedHosts") {
+			t.Errorf("refusal does not say how to allow a name: %s", w.Body)
 		}
 	}
 }

@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -11,23 +13,30 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/proxy"
 )
 
 // The servers transports list and detail (Traefik's shape: the transport
-// with its name and provider), and no private key in any answer: the file
-// provider reads key files into the configuration, the API shows REDACTED.
+// with its name and provider), and no private key in any answer: inline
+// PEM is shown as a summary (a certificate's fingerprint, a key REDACTED).
 func TestServersTransportsAndRedactedKeys(t *testing.T) {
-	const key = "-----BEGIN PRIVATE KEY-----\nsecret-key-bytes\n-----END PRIVATE KEY-----\n"
-	const cert = "-----BEGIN CERTIFICATE-----\npublic\n-----END CERTIFICATE-----\n"
-	ep := &config.EntryPoint{Address: "127.0.0.1:0"}
-	ep.SetDefaults()
-	srv, err := proxy.NewServer(map[string]*config.EntryPoint{"tcp": ep}, zerolog.Nop())
+	kp, _ := itest.SelfSigned(t, "db.example")
+	kb, err := x509.MarshalPKCS8PrivateKey(kp.PrivateKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.State().SetDefaultTransport(&config.TCPServersTransport{DialTimeout: config.Duration(7 * time.Second)}) // the static tcpServersTransport
+	key := config.FileOrContent(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}))
+	cert := config.FileOrContent(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kp.Certificate[0]}))
+	shownCert := "inline PEM: certificate SHA256 " + config.Fingerprint(kp.Certificate[0])
+	ep := &config.EntryPoint{Address: "127.0.0.1:0"}
+	ep.SetDefaults()
+	static := &config.TCPServersTransport{DialTimeout: config.Duration(7 * time.Second)} // the static tcpServersTransport
+	srv, err := proxy.NewServer(map[string]*config.EntryPoint{"tcp": ep}, proxy.Options{State: proxy.StateOptions{DefaultTransport: static}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv.Start()
 	t.Cleanup(func() { srv.Shutdown(t.Context()) })
 	applied := make(chan struct{}, 4)
@@ -65,10 +74,10 @@ func TestServersTransportsAndRedactedKeys(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("%s: %d %s", path, code, body)
 		}
-		if strings.Contains(body, "secret-key-bytes") || strings.Contains(body, "PRIVATE KEY") {
+		if strings.Contains(body, string(key[30:60])) || strings.Contains(body, "PRIVATE KEY") {
 			t.Fatalf("%s shows a private key:\n%s", path, body)
 		}
-		if !strings.Contains(body, `"keyFile": "REDACTED"`) {
+		if !strings.Contains(body, `"keyFile": "inline PEM: private key REDACTED"`) {
 			t.Fatalf("%s: no redacted keyFile:\n%s", path, body)
 		}
 	}
@@ -83,8 +92,8 @@ func TestServersTransportsAndRedactedKeys(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &raw); err != nil {
 		t.Fatal(err)
 	}
-	if len(raw.TLS.Certificates) != 1 || raw.TLS.Certificates[0].CertFile != cert || raw.TLS.Certificates[0].KeyFile != config.Redacted ||
-		raw.TLS.Stores["default"].DefaultCertificate.KeyFile != config.Redacted || len(raw.TCPServersTransports) != 3 {
+	if len(raw.TLS.Certificates) != 1 || raw.TLS.Certificates[0].CertFile != shownCert || raw.TLS.Certificates[0].KeyFile != "inline PEM: private key REDACTED" ||
+		raw.TLS.Stores["default"].DefaultCertificate.KeyFile != "inline PEM: private key REDACTED" || len(raw.TCPServersTransports) != 3 {
 		t.Fatalf("rawdata tls %+v, transports %v", raw.TLS, raw.TCPServersTransports)
 	}
 

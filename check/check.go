@@ -27,7 +27,11 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/decodeerr"
+	"github.com/tollgate-proxy/tollgate/middleware"
 	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
+	// The built-in middleware kinds (middleware.Register), which the
+	// proxy's Compile builds through middleware.New.
+	_ "github.com/tollgate-proxy/tollgate/middleware/standard"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
 	"github.com/tollgate-proxy/tollgate/provider/docker"
@@ -116,7 +120,7 @@ type origin struct {
 	service string              // compose or Consul service, for labels and tags
 	line    int                 // where the container or service is declared
 	labels  []labelLine         // the labels or tags of that input, for label inputs
-	doc     *yaml.Node          // YAML document, for file inputs
+	doc     *lazyDoc            // YAML document, for file inputs
 	toml    decodeerr.TOMLIndex // where TOML keys are, for TOML file inputs
 	isFile  bool                // a dynamic file (else labels or tags)
 	isKV    bool                // a KV store dump (labels holds its keys)
@@ -217,6 +221,11 @@ func (c *checker) dir(path string) {
 // file dispatches on the kind of input.
 func (c *checker) file(path string) {
 	c.files++
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > config.DefaultMaxFileSize {
+		c.add(Problem{File: path, Severity: SeverityError, DisablesRouter: true,
+			Message: fmt.Sprintf("the file is %d bytes, over limits.maxFileSize (%d bytes): it is not read", fi.Size(), config.DefaultMaxFileSize)})
+		return
+	}
 	content, err := os.ReadFile(path)
 	if err != nil {
 		c.add(Problem{File: path, Severity: SeverityError, Message: err.Error(), DisablesRouter: true})
@@ -225,6 +234,14 @@ func (c *checker) file(path string) {
 	ext := strings.ToLower(filepath.Ext(path))
 	switch ext {
 	case ".yml", ".yaml":
+		text := string(content) // one copy (each conversion is one: 27 MB for 100,000 routers)
+		if keys, ok := pfile.TopKeysYAML(text); ok && !composeKeys(keys) {
+			// A dynamic file in the block style: parsed into yaml.v3's
+			// nodes only if a problem is to be placed (100,000 routers
+			// are 460 MB of nodes).
+			c.dynamic(path, ext, text, &lazyDoc{content: text, keys: keys, haveKeys: true})
+			return
+		}
 		var doc yaml.Node
 		if err := yaml.Unmarshal(content, &doc); err != nil {
 			if strings.Contains(string(content), "{{") {
@@ -239,7 +256,7 @@ func (c *checker) file(path string) {
 			c.compose(path, &doc)
 			return
 		}
-		c.dynamic(path, ext, string(content), &doc)
+		c.dynamic(path, ext, string(content), &lazyDoc{node: &doc, parsed: true})
 	case ".toml":
 		c.dynamic(path, ext, string(content), nil)
 	case ".json":
@@ -260,6 +277,46 @@ func (c *checker) file(path string) {
 		}
 		c.labelFile(path, string(content))
 	}
+}
+
+// lazyDoc is a YAML document parsed on first use.
+type lazyDoc struct {
+	content string
+	parsed  bool
+	node    *yaml.Node
+	// keys are the document's top-level keys when haveKeys
+	// (pfile.TopKeysYAML).
+	keys     []pfile.TopKey
+	haveKeys bool
+}
+
+// get returns the document, nil when there is none or it does not parse.
+func (l *lazyDoc) get() *yaml.Node {
+	if l == nil {
+		return nil
+	}
+	if !l.parsed {
+		l.parsed = true
+		var doc yaml.Node
+		if yaml.Unmarshal([]byte(l.content), &doc) == nil {
+			l.node = &doc
+		}
+		l.content = ""
+	}
+	return l.node
+}
+
+// composeKeys is isCompose for a document's top-level keys.
+func composeKeys(keys []pfile.TopKey) bool {
+	has := func(k string) bool {
+		for _, t := range keys {
+			if strings.EqualFold(t.Written, k) {
+				return true
+			}
+		}
+		return false
+	}
+	return has("services") && !has("tcp")
 }
 
 // isCompose reports whether a YAML document is a compose file: a top-level
@@ -314,8 +371,8 @@ func (c *checker) mergeProblem(msg string) {
 // digits are list indexes); key is how the problem names it.
 func (c *checker) locatePath(p *Problem, o origin, path []string, key string) {
 	p.Key = key
-	if o.doc != nil {
-		if _, line := findPath(docRoot(o.doc), path); line > 0 {
+	if doc := o.doc.get(); doc != nil {
+		if _, line := findPath(docRoot(doc), path); line > 0 {
 			p.Line = line
 		}
 	}
@@ -416,10 +473,8 @@ func (c *checker) compile() *Report {
 	if len(eps) == 0 {
 		eps = namedEntryPoints(merged)
 	}
-	st := proxy.NewState(zerolog.Nop())
+	st := proxy.NewState(zerolog.Nop(), proxy.StateOptions{Stores: middleware.StoresOf(namedStores(merged)), CertResolverNames: namedResolvers(merged), Offline: true})
 	st.Close() // compile without starting health checkers: check does no I/O
-	st.Limiters.SetStores(namedStores(merged))
-	st.SetCertResolvers(namedResolvers(merged))
 	_, rt := proxy.Compile(merged, eps, st, zerolog.Nop())
 
 	// The report shows the configuration without its private keys.
@@ -447,6 +502,12 @@ func (c *checker) compile() *Report {
 		rep.Status.Middlewares[name] = mi.Status
 		for i, msg := range mi.Err {
 			problems = append(problems, c.resourceProblem("middlewares", name, mi.Status, mi.ErrorField(i), msg, false))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(rt.ServersTransports)) {
+		ti := rt.ServersTransports[name]
+		for i, msg := range ti.Err {
+			problems = append(problems, c.resourceProblem("serversTransports", name, ti.Status, ti.ErrorField(i), msg, false))
 		}
 	}
 	rep.Problems = problems
@@ -560,8 +621,8 @@ func (c *checker) locate(p *Problem, o origin, kind, name, field string) {
 		path = append(path, strings.Split(field, ".")...)
 	}
 	p.Key = strings.Join(path, ".")
-	if o.doc != nil {
-		if written, line := findPath(docRoot(o.doc), path); line > 0 {
+	if doc := o.doc.get(); doc != nil {
+		if written, line := findPath(docRoot(doc), path); line > 0 {
 			p.Key, p.Line = strings.Join(written, "."), line
 		}
 	}

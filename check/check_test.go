@@ -83,6 +83,7 @@ func TestProblemClasses(t *testing.T) {
 		{"unknown-key.yml", "tcp.routers.db.servce", `unknown key "servce"`, SeverityError, 6, true},
 		{"bad-value.yml", "tcp.middlewares.limit.inFlightConn.amount", `amount must be an integer, got "ten"`, SeverityError, 5, true},
 		{"amount-zero.yml", "tcp.middlewares.nobody.inFlightConn.amount", "amount is 0", SeverityWarning, 11, false},
+		{"failuremode-no-store.yml", "tcp.middlewares.limit.inFlightConn.failureMode", "failureMode has no effect without inFlightConn.store", SeverityWarning, 13, false},
 		{"hostsni-no-tls.labels", "traefik.tcp.routers.web.rule", "add tls.passthrough=true", SeverityError, 2, true},
 		{"missing-refs.toml", "tcp.routers.db.service", `service "postgres@file" does not exist`, SeverityError, 3, true},
 		{"missing-refs.toml", "tcp.routers.db.middlewares", `middleware "allow@docker" does not exist`, SeverityError, 4, true},
@@ -270,5 +271,20 @@ func TestComposeConflicts(t *testing.T) {
 	}
 	if n != 1 || rep.Status.Routers["r@docker"] != "disabled" || !rep.Failed() {
 		t.Fatalf("want one conflict and r disabled (missing middleware): %+v %v", rep.Problems, rep.Status.Routers)
+	}
+}
+
+// tollgate check reports what the file provider would refuse over the
+// default limits: here a rule longer than limits.maxRuleLength.
+func TestCheckLimits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "long.yml")
+	rule := "HostSNI(`*`)" + strings.Repeat(" || ClientIP(`10.0.0.1`)", 180000)
+	content := "tcp:\n  routers:\n    r:\n      rule: \"" + rule + "\"\n      service: s\n  services:\n    s:\n      loadBalancer:\n        servers:\n        - address: 127.0.0.1:1\n"
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := Files([]string{path}, DefaultOptions())
+	if !rep.Failed() || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].Message, "over limits.maxRuleLength (4194304)") {
+		t.Fatalf("problems %+v, want one naming limits.maxRuleLength", rep.Problems)
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/middleware"
 	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/consulcatalog"
 	"github.com/tollgate-proxy/tollgate/provider/docker"
@@ -89,9 +90,8 @@ func providerViewWith(containers []docker.Container, instances []consulcatalog.I
 	v.TCP = provider.Merge(configs)
 
 	eps := namedEntryPoints(v.TCP)
-	st := proxy.NewState(zerolog.Nop())
+	st := proxy.NewState(zerolog.Nop(), proxy.StateOptions{Stores: middleware.StoresOf(namedStores(v.TCP))}) // the static configuration defines the stores named
 	st.Close()
-	st.Limiters.SetStores(namedStores(v.TCP)) // the static configuration defines the stores named
 	_, rt := proxy.Compile(v.TCP, eps, st, zerolog.Nop())
 	v.Status = Statuses{Routers: map[string]string{}, Services: map[string]string{}, Middlewares: map[string]string{}}
 	for name, ri := range rt.Routers {

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/decodeerr"
 	"github.com/tollgate-proxy/tollgate/labels"
 	"github.com/tollgate-proxy/tollgate/provider"
@@ -21,10 +22,12 @@ import (
 // rendered as a template, then decoded (doc is the YAML of content, or nil).
 // A file that does not render or decode is one problem, placed on the
 // offending line, key or value when it can be found, and contributes nothing
-// (the file provider would keep its last good configuration). The problems
-// of a file that is a template are placed on the text it renders.
-func (c *checker) dynamic(path, ext, content string, doc *yaml.Node) {
-	d, rendered, err := pfile.Decode(content, ext, path)
+// (the file provider would keep its last good configuration); a resource
+// with a key that does not decode is a problem on that key, and the rest
+// of the file applies. The problems of a file that is a template are placed
+// on the text it renders.
+func (c *checker) dynamic(path, ext, content string, doc *lazyDoc) {
+	d, rendered, dropped, err := pfile.DecodeAll(content, ext, path)
 	if err != nil {
 		p := Problem{File: path, Severity: SeverityError, DisablesRouter: true, Message: err.Error() + ": the file is not applied"}
 		var de *pfile.DecodeError
@@ -38,7 +41,27 @@ func (c *checker) dynamic(path, ext, content string, doc *yaml.Node) {
 		c.add(p)
 		return
 	}
-	for _, ig := range pfile.IgnoredSections(rendered, ext) {
+	if err := (*config.Limits)(nil).Resolved().Check(d); err != nil {
+		// The file provider would refuse it (the defaults: check has no
+		// static configuration).
+		c.add(Problem{File: path, Severity: SeverityError, DisablesRouter: true, Message: err.Error()})
+		return
+	}
+	for _, e := range dropped { // placed by the file provider's decoder, as it logs them
+		p := Problem{File: path, Key: e.Key, Line: e.Line, Resource: provider.Qualify(e.Resource.Name, pfile.Name),
+			Severity: SeverityError, DisablesRouter: e.Resource.Kind == provider.KindRouter, Message: e.Message()}
+		if e.Rendered && e.Line > 0 {
+			p.Line, p.Message = 0, p.Message+fmt.Sprintf(" (line %d of the text its template renders)", e.Line)
+		}
+		c.add(p)
+	}
+	var ignored []pfile.Ignored
+	if doc != nil && doc.haveKeys && rendered == content {
+		ignored = pfile.IgnoredOf(doc.keys) // found already: not read again
+	} else {
+		ignored = pfile.IgnoredSections(rendered, ext)
+	}
+	for _, ig := range ignored {
 		p := Problem{File: path, Key: ig.Section, Severity: SeverityWarning, Message: ig.Message()}
 		if rendered == content {
 			p.Line = ig.Line // else a line of the text the template renders

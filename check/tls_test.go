@@ -93,7 +93,7 @@ rootCAs = ["`+missing+`"]
 	if strings.Contains(string(out), "secret-key-bytes") {
 		t.Fatalf("the report shows the private key: %s", out)
 	}
-	if rep.TCP.TLS == nil || len(rep.TCP.TLS.Certificates) != 2 || rep.TCP.TLS.Certificates[0].KeyFile != config.Redacted ||
+	if rep.TCP.TLS == nil || len(rep.TCP.TLS.Certificates) != 2 || rep.TCP.TLS.Certificates[0].KeyFile != config.FileOrContent(key) ||
 		rep.TCP.TLS.Options["mtls@file"].MinVersion != "VersionTLS13" || rep.TCP.ServersTransports["pg@file"] == nil {
 		t.Fatalf("report's configuration: %+v %+v", rep.TCP.TLS, rep.TCP.ServersTransports)
 	}

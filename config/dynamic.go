@@ -11,6 +11,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 )
 
@@ -19,6 +20,41 @@ import (
 type Dynamic struct {
 	TCP *TCPConfiguration `json:"tcp,omitempty" toml:"tcp,omitempty" yaml:"tcp,omitempty" export:"true"`
 	TLS *TLSConfiguration `json:"tls,omitempty" toml:"tls,omitempty" yaml:"tls,omitempty" export:"true"`
+}
+
+// AddResources adds to d the routers, services, middlewares, servers
+// transports, TLS option sets, stores and certificates of src, where a
+// configuration is decoded one resource at a time (a name in both takes
+// src's). src is not modified; d shares its values.
+func (d *Dynamic) AddResources(src *Dynamic) {
+	if t := src.TCP; t != nil {
+		if d.TCP == nil {
+			d.TCP = &TCPConfiguration{}
+		}
+		d.TCP.Routers = addAll(d.TCP.Routers, t.Routers)
+		d.TCP.Services = addAll(d.TCP.Services, t.Services)
+		d.TCP.Middlewares = addAll(d.TCP.Middlewares, t.Middlewares)
+		d.TCP.ServersTransports = addAll(d.TCP.ServersTransports, t.ServersTransports)
+	}
+	if t := src.TLS; t != nil {
+		if d.TLS == nil {
+			d.TLS = &TLSConfiguration{}
+		}
+		d.TLS.Options = addAll(d.TLS.Options, t.Options)
+		d.TLS.Stores = addAll(d.TLS.Stores, t.Stores)
+		d.TLS.Certificates = append(d.TLS.Certificates, t.Certificates...)
+	}
+}
+
+func addAll[V any](dst, src map[string]V) map[string]V {
+	if len(src) == 0 {
+		return dst
+	}
+	if dst == nil {
+		dst = make(map[string]V, len(src))
+	}
+	maps.Copy(dst, src)
+	return dst
 }
 
 // TCPConfiguration is the Traefik `tcp` section. Map keys are resource names:
@@ -76,14 +112,17 @@ type TCPServersLoadBalancer struct {
 	// are dialled with (qualified like a service reference).
 	ServersTransport string `json:"serversTransport,omitempty" toml:"serversTransport,omitempty" yaml:"serversTransport,omitempty" export:"true"`
 	// ProxyProtocol, when set, sends a PROXY header of that version to each
-	// server. Deprecated in Traefik v3 for ServersTransport's; README says
-	// how the two resolve.
+	// server. Deprecated in Traefik v3 for ServersTransport's;
+	// docs/reference/servers-transports.md says how the two resolve.
 	ProxyProtocol *ProxyProtocol `json:"proxyProtocol,omitempty" toml:"proxyProtocol,omitempty" yaml:"proxyProtocol,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	// TerminationDelay is how long, in milliseconds, the other direction may go on
 	// after one side closed its write half. Nil means 100 ms; a negative value waits
 	// without limit.
-	TerminationDelay *int            `json:"terminationDelay,omitempty" toml:"terminationDelay,omitempty" yaml:"terminationDelay,omitempty" export:"true"`
-	HealthCheck      *TCPHealthCheck `json:"healthCheck,omitempty" toml:"healthCheck,omitempty" yaml:"healthCheck,omitempty" export:"true"`
+	TerminationDelay *int `json:"terminationDelay,omitempty" toml:"terminationDelay,omitempty" yaml:"terminationDelay,omitempty" export:"true"`
+	// HealthCheck probes the servers; an empty section (`healthCheck: {}`,
+	// `...loadbalancer.healthcheck=true` in labels) checks with the
+	// defaults, as in Traefik.
+	HealthCheck *TCPHealthCheck `json:"healthCheck,omitempty" toml:"healthCheck,omitempty" yaml:"healthCheck,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 	// Queue is where connections wait when every server is at its maxConn
 	// (a tollgate extension). Without it, a capped service queues up to
 	// 100 connections for up to 5 s.
@@ -139,19 +178,33 @@ type ProxyProtocol struct {
 func (p *ProxyProtocol) SetDefaults() { p.Version = 2 }
 
 // TCPHealthCheck probes each server with a TCP connection (optionally sending
-// Send and expecting a reply that starts with Expect).
+// Send and expecting a reply that starts with Expect), Traefik v3.6's
+// TCPServerHealthCheck. Zero durations take the defaults
+// docs/reference/services.md gives (Traefik's).
 type TCPHealthCheck struct {
+	// Interval is the time between two probes of a server that is UP.
 	Interval Duration `json:"interval,omitempty" toml:"interval,omitempty" yaml:"interval,omitempty" export:"true"`
-	Timeout  Duration `json:"timeout,omitempty" toml:"timeout,omitempty" yaml:"timeout,omitempty" export:"true"`
-	Port     int      `json:"port,omitempty" toml:"port,omitempty,omitzero" yaml:"port,omitempty" export:"true"`
-	Send     string   `json:"send,omitempty" toml:"send,omitempty" yaml:"send,omitempty" export:"true"`
-	Expect   string   `json:"expect,omitempty" toml:"expect,omitempty" yaml:"expect,omitempty" export:"true"`
+	// UnhealthyInterval is the time between two probes of a server that is
+	// DOWN; nil means Interval.
+	UnhealthyInterval *Duration `json:"unhealthyInterval,omitempty" toml:"unhealthyInterval,omitempty" yaml:"unhealthyInterval,omitempty" export:"true"`
+	Timeout           Duration  `json:"timeout,omitempty" toml:"timeout,omitempty" yaml:"timeout,omitempty" export:"true"`
+	Port              int       `json:"port,omitempty" toml:"port,omitempty,omitzero" yaml:"port,omitempty" export:"true"`
+	Send              string    `json:"send,omitempty" toml:"send,omitempty" yaml:"send,omitempty" export:"true"`
+	Expect            string    `json:"expect,omitempty" toml:"expect,omitempty" yaml:"expect,omitempty" export:"true"`
 }
 
 // TCPWeightedRoundRobin spreads connections over other services by weight.
 type TCPWeightedRoundRobin struct {
 	Services []TCPWRRService `json:"services,omitempty" toml:"services,omitempty" yaml:"services,omitempty" export:"true"`
+	// HealthCheck (`healthCheck: {}`, Traefik v3.6's weighted health
+	// check) requires every member to be health-checked itself, as Traefik
+	// does (docs/reference/services.md).
+	HealthCheck *TCPWeightedHealthCheck `json:"healthCheck,omitempty" toml:"healthCheck,omitempty" yaml:"healthCheck,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 }
+
+// TCPWeightedHealthCheck is a weighted service's health check: it has no
+// fields (Traefik's HealthCheck struct{}).
+type TCPWeightedHealthCheck struct{}
 
 // TCPWRRService is one weighted member. A nil Weight means 1; 0 gets nothing.
 type TCPWRRService struct {
@@ -163,7 +216,49 @@ type TCPWRRService struct {
 type TCPMiddleware struct {
 	InFlightConn *TCPInFlightConn `json:"inFlightConn,omitempty" toml:"inFlightConn,omitempty" yaml:"inFlightConn,omitempty" export:"true"`
 	IPAllowList  *TCPIPAllowList  `json:"ipAllowList,omitempty" toml:"ipAllowList,omitempty" yaml:"ipAllowList,omitempty" export:"true"`
-	RateLimit    *TCPRateLimit    `json:"rateLimit,omitempty" toml:"rateLimit,omitempty" yaml:"rateLimit,omitempty" export:"true"`
+	// IPWhiteList is Traefik v2's name for IPAllowList, which Traefik v3
+	// still reads with a deprecation warning. Deprecated: read it through
+	// AllowList, which applies it as IPAllowList; Deprecations says so.
+	IPWhiteList *TCPIPAllowList `json:"ipWhiteList,omitempty" toml:"ipWhiteList,omitempty" yaml:"ipWhiteList,omitempty" export:"true"`
+	RateLimit   *TCPRateLimit   `json:"rateLimit,omitempty" toml:"rateLimit,omitempty" yaml:"rateLimit,omitempty" export:"true"`
+	// GeoIP and CrowdSec decide at accept who may connect at all, by where
+	// a database places the client (geoip.go) and by a CrowdSec Local API's
+	// bans (crowdsec.go).
+	GeoIP    *TCPGeoIP    `json:"geoIP,omitempty" toml:"geoIP,omitempty" yaml:"geoIP,omitempty" export:"true"`
+	CrowdSec *TCPCrowdSec `json:"crowdSec,omitempty" toml:"crowdSec,omitempty" yaml:"crowdSec,omitempty" export:"true"`
+}
+
+// AllowList returns the middleware's allow list and the key it was written
+// under: ipAllowList, else its deprecated name ipWhiteList (nil and "" when
+// it has neither). This is the one place that reads IPWhiteList.
+func (m *TCPMiddleware) AllowList() (*TCPIPAllowList, string) {
+	switch {
+	case m.IPAllowList != nil:
+		return m.IPAllowList, "ipAllowList"
+	case m.IPWhiteList != nil:
+		return m.IPWhiteList, "ipWhiteList"
+	}
+	return nil, ""
+}
+
+// Conflict returns the error of keys m is written with that may not be
+// written together: ipAllowList and its deprecated name ipWhiteList. Which
+// kind m's block is, and whether it has one, is the middleware registry's
+// to say (package middleware).
+func (m *TCPMiddleware) Conflict() error {
+	if m.IPAllowList != nil && m.IPWhiteList != nil {
+		return FieldErrorf("ipWhiteList", "middleware has both ipAllowList and ipWhiteList (its deprecated name): one middleware block takes exactly one; keep ipAllowList")
+	}
+	return nil
+}
+
+// Deprecations returns a FieldError for each deprecated key m is written
+// with: it applies, and the middleware shows status warning.
+func (m *TCPMiddleware) Deprecations() []error {
+	if m.IPWhiteList != nil && m.IPAllowList == nil {
+		return []error{FieldErrorf("ipWhiteList", "ipWhiteList is deprecated (as in Traefik v3): it applies as ipAllowList; rename it ipAllowList")}
+	}
+	return nil
 }
 
 // TCPInFlightConn limits simultaneous connections per client IP.
@@ -207,29 +302,6 @@ type TCPRateLimit struct {
 	// IPv6Subnet, when set, keys IPv6 clients by their prefix of that many bits
 	// (tollgate extension). IPv4 clients are always keyed by address.
 	IPv6Subnet *int `json:"ipv6Subnet,omitempty" toml:"ipv6Subnet,omitempty" yaml:"ipv6Subnet,omitempty" export:"true"`
-}
-
-// Kind names the single middleware type set in m, or returns an error when
-// none or several are set.
-func (m *TCPMiddleware) Kind() (string, error) {
-	var kinds []string
-	if m.InFlightConn != nil {
-		kinds = append(kinds, "inFlightConn")
-	}
-	if m.IPAllowList != nil {
-		kinds = append(kinds, "ipAllowList")
-	}
-	if m.RateLimit != nil {
-		kinds = append(kinds, "rateLimit")
-	}
-	switch len(kinds) {
-	case 0:
-		return "", errors.New("middleware has no type: set inFlightConn, ipAllowList or rateLimit")
-	case 1:
-		return kinds[0], nil
-	default:
-		return "", fmt.Errorf("middleware has several types %v: one middleware block takes exactly one", kinds)
-	}
 }
 
 // Validate reports the problems of s that make it unusable on its own terms

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -250,8 +253,12 @@ func TestInternalEntryPoints(t *testing.T) {
 		// Both on traefik by default: the metrics listener answers /ping.
 		{"--entryPoints.traefik.address=:8080 --entryPoints.db.address=:5432 --ping --metrics.prometheus",
 			":8080", ":8080", "db", ":8080", "traefik"},
-		// No such entry point: as before.
-		{"--entryPoints.db.address=:5432 --ping", "", "", "db", DefaultAPIAddress, ""},
+		// No such entry point: /ping where Traefik creates it, :8080 on
+		// every interface (was 127.0.0.1:8080: issue 42).
+		{"--entryPoints.db.address=:5432 --ping", "", "", "db", DefaultInternalAddress, ""},
+		// manualRouting: the traefik entry point stays a proxy entry point.
+		{"--entryPoints.traefik.address=:8081 --entryPoints.db.address=:5432 --ping.manualRouting --metrics.prometheus.manualRouting",
+			"", "", "db traefik", DefaultInternalAddress, ""},
 		// api.insecure takes traefik first: /ping and /metrics with the API.
 		{"--entryPoints.traefik.address=:8081 --entryPoints.db.address=:5432 --ping --api.insecure --metrics.prometheus",
 			"", "", "db", ":8081", ""},
@@ -274,10 +281,164 @@ func TestInternalEntryPoints(t *testing.T) {
 		for n := range c.EntryPoints {
 			eps = append(eps, n)
 		}
+		sort.Strings(eps)
 		if metrics != tc.metrics || c.Ping.Address() != tc.ping || strings.Join(eps, " ") != tc.rest ||
 			c.PingAddress() != tc.pingAddr || strings.Join(c.InternalEntryPoints(), " ") != tc.internal {
 			t.Errorf("%s:\nmetrics %q ping %q entry points %v ping address %q internal %v\nwant %q %q %q %q %q",
 				tc.args, metrics, c.Ping.Address(), eps, c.PingAddress(), c.InternalEntryPoints(), tc.metrics, tc.ping, tc.rest, tc.pingAddr, tc.internal)
+		}
+	}
+}
+
+// Issue 41.5 and 41.6: an entry point's bounds before routing and on full
+// TLS handshakes decode from flags with their defaults filled in around
+// what is set, and a value out of range is refused naming the option.
+func TestEntryPointBoundsDecode(t *testing.T) {
+	c := NewCommand()
+	args := "--entryPoints.db.address=:5432 --entryPoints.db.transport.maxUnrouted=500 --entryPoints.db.transport.ipv6Subnet=48 --entryPoints.db.transport.tlsHandshakeRate.average=20"
+	if err := flag.Decode(strings.Fields(args), c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tr := c.EntryPoints["db"].Transport
+	if tr.MaxUnrouted == nil || *tr.MaxUnrouted != 500 || tr.IPv6Subnet != 48 || tr.MaxUnroutedPerIP != DefaultMaxUnroutedPerIP {
+		t.Fatalf("transport %+v, want maxUnrouted 500, ipv6Subnet 48 and the default per-IP bound", tr)
+	}
+	if r := tr.TLSHandshakeRate; r == nil || r.Average != 20 || r.Burst != DefaultTLSHandshakeBurst || r.Period != Duration(time.Second) {
+		t.Fatalf("tlsHandshakeRate %+v, want average 20 and the default burst and period", r)
+	}
+	c = NewCommand()
+	if err := flag.Decode(strings.Fields("--entryPoints.db.address=:5432"), c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tr = c.EntryPoints["db"].Transport
+	if tr.MaxUnrouted != nil || tr.IPv6Subnet != DefaultIPv6Subnet || tr.TLSHandshakeRate == nil || tr.TLSHandshakeRate.Average != DefaultTLSHandshakeAverage {
+		t.Fatalf("default transport %+v (rate %+v), want no maxUnrouted (the descriptor limit's quarter), ipv6Subnet 64, 200 handshakes a second", tr, tr.TLSHandshakeRate)
+	}
+	for _, tc := range []struct{ arg, want string }{
+		{"transport.maxUnrouted=-1", "entryPoints.db.transport.maxUnrouted=-1: must not be negative"},
+		{"transport.ipv6Subnet=129", "entryPoints.db.transport.ipv6Subnet=129: must be a prefix length from 0 to 128"},
+		{"transport.tlsHandshakeRate.average=-5", "entryPoints.db.transport.tlsHandshakeRate.average=-5: must not be negative"},
+		{"transport.tlsHandshakeRate.burst=0", "entryPoints.db.transport.tlsHandshakeRate.burst=0: must be at least 1"},
+		{"transport.tlsHandshakeRate.period=0s", "entryPoints.db.transport.tlsHandshakeRate.period=0s: must be longer than 0"},
+	} {
+		c := NewCommand()
+		if err := flag.Decode([]string{"--entryPoints.db.address=:5432", "--entryPoints.db." + tc.arg}, c); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.arg, err, tc.want)
+		}
+	}
+}
+
+// api.allowedHosts takes host names (or "*.suffix", or IPs), from flags;
+// anything with a scheme, a port or a path is an error naming the option.
+func TestAPIAllowedHosts(t *testing.T) {
+	for args, wantErr := range map[string]string{
+		"--api.allowedHosts=tollgate.internal,*.corp.example,10.0.0.5": "",
+		"--api.allowedHosts=http://tollgate.internal":                  `api.allowedHosts: "http://tollgate.internal": not a host name`,
+		"--api.allowedHosts=tollgate.internal:8080":                    `api.allowedHosts: "tollgate.internal:8080"`,
+		"--api.allowedHosts=a..b":                                      `api.allowedHosts: "a..b"`,
+	} {
+		c := NewCommand()
+		if err := flag.Decode(append(strings.Fields(args), "--entryPoints.db.address=:5432"), c); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Validate()
+		switch {
+		case wantErr == "" && err != nil:
+			t.Errorf("%s: %v", args, err)
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("%s: %v, want an error saying %s", args, err, wantErr)
+		}
+		if wantErr == "" && len(c.API.AllowedHosts) != 3 {
+			t.Errorf("%s: decoded %q", args, c.API.AllowedHosts)
+		}
+	}
+}
+
+// api.upgradeTokenFile: the token is the file's one line; a missing file,
+// a short token or one of several words is an error naming the option and
+// never saying what the file holds.
+func TestAPIUpgradeToken(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if tok, err := (&API{}).UpgradeToken(); tok != "" || err != nil {
+		t.Fatalf("without the option: %q %v, want none", tok, err)
+	}
+	if tok, err := (&API{UpgradeTokenFile: write("ok", "  s3cret-token-of-32-characters!!\n")}).UpgradeToken(); tok != "s3cret-token-of-32-characters!!" || err != nil {
+		t.Fatalf("a token file: %q %v", tok, err)
+	}
+	for name, content := range map[string]string{"short": "SHORTSECRET\n", "words": "TWO-WORDS-OF-SECRET TOKEN-TEXT\n", "missing": ""} {
+		path := filepath.Join(dir, name)
+		if name != "missing" {
+			path = write(name, content)
+		}
+		_, err := (&API{UpgradeTokenFile: path}).UpgradeToken()
+		if err == nil || !strings.Contains(err.Error(), `api.upgradeTokenFile="`+path+`"`) || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("%s: %v, want an error naming the option and not the content", name, err)
+		}
+	}
+	c := NewCommand()
+	if err := flag.Decode([]string{"--entryPoints.db.address=:5432", "--api.upgradeTokenFile=" + filepath.Join(dir, "missing")}, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "api.upgradeTokenFile") {
+		t.Fatalf("Validate with a missing token file: %v", err)
+	}
+}
+
+// TestAPIDashboardDefault: the dashboard comes with the API, as in
+// Traefik, from flags and from a file, and api.dashboard=false turns it off.
+func TestAPIDashboardDefault(t *testing.T) {
+	for args, want := range map[string]bool{
+		"--api":                                     true,
+		"--api.insecure":                            true,
+		"--api.address=127.0.0.1:9000":              true,
+		"--api --api.dashboard=false":               false,
+		"--api.dashboard=false --api.insecure=true": false,
+	} {
+		c := NewCommand()
+		if err := flag.Decode(strings.Fields(args), c); err != nil {
+			t.Fatal(err)
+		}
+		if c.API == nil || c.API.Dashboard != want {
+			t.Errorf("%s: API %+v, want dashboard %v", args, c.API, want)
+		}
+	}
+	for content, want := range map[string]bool{
+		"api: {}\n":                    true,
+		"api:\n  insecure: true\n":     true,
+		"api:\n  dashboard: false\n":   false,
+		"[api]\n":                      true,
+		"[api]\n  dashboard = false\n": false,
+	} {
+		name := "static.yaml"
+		if strings.HasPrefix(content, "[") {
+			name = "static.toml"
+		}
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := NewCommand()
+		if err := file.Decode(path, c); err != nil {
+			t.Fatal(err)
+		}
+		if c.API == nil || c.API.Dashboard != want {
+			t.Errorf("%q: API %+v, want dashboard %v", content, c.API, want)
 		}
 	}
 }

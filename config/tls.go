@@ -4,7 +4,7 @@ package config
 // configuration, so that a Traefik user's files, labels and keys decode
 // unchanged. These are plain values: reading certificate files, building
 // *tls.Config and choosing a certificate by SNI are the proxy's
-// (README, "TLS").
+// (docs/reference/tls.md).
 
 // TLSConfiguration is the dynamic configuration's top-level `tls` section:
 // certificates, named option sets and stores. A provider writes it in its
@@ -43,7 +43,8 @@ type CertAndStores struct {
 }
 
 // TLSOptions are the settings of a TLS handshake tollgate terminates.
-// Empty fields take Go's crypto/tls defaults, except as README says.
+// Empty fields take Go's crypto/tls defaults, except as docs/reference/tls.md
+// says.
 type TLSOptions struct {
 	MinVersion       string     `json:"minVersion,omitempty" toml:"minVersion,omitempty" yaml:"minVersion,omitempty" export:"true"`
 	MaxVersion       string     `json:"maxVersion,omitempty" toml:"maxVersion,omitempty" yaml:"maxVersion,omitempty" export:"true"`
@@ -78,7 +79,7 @@ type TLSStore struct {
 }
 
 // GeneratedCert asks a certificate resolver for the store's default
-// certificate (README, "ACME").
+// certificate (docs/reference/acme.md).
 type GeneratedCert struct {
 	Resolver string  `json:"resolver,omitempty" toml:"resolver,omitempty" yaml:"resolver,omitempty" export:"true"`
 	Domain   *Domain `json:"domain,omitempty" toml:"domain,omitempty" yaml:"domain,omitempty" export:"true"`
@@ -94,7 +95,7 @@ type Domain struct {
 // TCPServersTransport is how a service dials its servers (Traefik v3's
 // `tcp.serversTransports.<name>`), referenced by
 // TCPServersLoadBalancer.ServersTransport. Zero durations take the
-// defaults README gives.
+// defaults docs/reference/servers-transports.md gives.
 type TCPServersTransport struct {
 	DialKeepAlive Duration `json:"dialKeepAlive,omitempty" toml:"dialKeepAlive,omitempty" yaml:"dialKeepAlive,omitempty" export:"true"`
 	DialTimeout   Duration `json:"dialTimeout,omitempty" toml:"dialTimeout,omitempty" yaml:"dialTimeout,omitempty" export:"true"`
@@ -121,4 +122,8 @@ type TLSClientConfig struct {
 	// PeerCertURI, when set, requires the server's certificate to carry
 	// this URI SAN.
 	PeerCertURI string `json:"peerCertURI,omitempty" toml:"peerCertURI,omitempty" yaml:"peerCertURI,omitempty"`
+	// Spiffe is Traefik's SPIFFE verification of the servers. tollgate has
+	// no SPIFFE Workload API client: a transport that sets it is disabled,
+	// and so are the services that use it (docs/reference/servers-transports.md).
+	Spiffe *SpiffeTransport `json:"spiffe,omitempty" toml:"spiffe,omitempty" yaml:"spiffe,omitempty" label:"allowEmpty" file:"allowEmpty" export:"true"`
 }

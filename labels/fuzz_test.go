@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -20,9 +21,11 @@ func parseBlob(s string) map[string]string {
 	return m
 }
 
-// FuzzDecode checks that no label set panics Decode, DecodeKnobs or
-// DecodeSwarmKnobs, that every error is an *Error naming a label of the
-// input (or no label at all), and that a successful result serialises.
+// FuzzDecode checks that no label set panics Decode, DecodeResources,
+// DecodeKnobs or DecodeSwarmKnobs, that every error is an *Error naming a
+// label of the input (or no label at all), that a successful result
+// serialises, and that DecodeResources gives what Decode gives when Decode
+// succeeds, and drops only resources (each error naming one) otherwise.
 func FuzzDecode(f *testing.F) {
 	inputs, _ := filepath.Glob(filepath.Join(goldenDir, "*.labels"))
 	for _, in := range inputs {
@@ -65,6 +68,26 @@ func FuzzDecode(f *testing.F) {
 			}
 			if _, err := json.Marshal(conf); err != nil {
 				t.Fatalf("result does not serialise: %v", err)
+			}
+		}
+		partial, dropped, perr := DecodeResources(m)
+		check("DecodeResources", perr)
+		switch {
+		case err == nil && (perr != nil || len(dropped) > 0 || !reflect.DeepEqual(partial, conf)):
+			t.Fatalf("Decode succeeds but DecodeResources gives %+v, dropped %v, %v", partial, dropped, perr)
+		case err != nil && perr == nil && len(dropped) == 0:
+			t.Fatalf("Decode fails (%v) but DecodeResources drops nothing", err)
+		}
+		for _, d := range dropped {
+			check("DecodeResources (dropped)", d)
+			var le *Error
+			if errors.As(d, &le) && (le.Kind == "" || le.Name == "") {
+				t.Fatalf("DecodeResources dropped %v without naming its resource", d)
+			}
+		}
+		if perr == nil {
+			if _, err := json.Marshal(partial); err != nil {
+				t.Fatalf("DecodeResources' result does not serialise: %v", err)
 			}
 		}
 		_, err = DecodeKnobs(m)

@@ -44,6 +44,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/decodeerr"
+	"github.com/tollgate-proxy/tollgate/internal/quote"
 )
 
 // Root is the root of every label key ("traefik"), whatever the Consul tag
@@ -67,13 +68,19 @@ type Error struct {
 	Key   string
 	Value string
 	Err   error
+	// Kind and Name are the resource the label declares, when the error
+	// drops that resource alone (DecodeResources): Kind is "router",
+	// "service", "middleware" or "tls store" (provider's Kind constants),
+	// Name as the labels spell it. Both are empty for an error about the
+	// whole input.
+	Kind, Name string
 }
 
 func (e *Error) Error() string {
 	if e.Key == "" {
 		return fmt.Sprintf("labels: %v", e.Err)
 	}
-	return fmt.Sprintf("label %q=%q: %v", e.Key, e.Value, e.Err)
+	return fmt.Sprintf("label %s=%s: %v", quote.Q(e.Key), quote.Q(e.Value), e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -81,6 +88,10 @@ func (e *Error) Unwrap() error { return e.Err }
 // KeyValue returns the label at fault, as written, and what is wrong with it
 // (provider.KeyError).
 func (e *Error) KeyValue() (key, value string, cause error) { return e.Key, e.Value, e.Err }
+
+// DroppedResource returns the resource the error drops (provider.DroppedError);
+// empty for an error about the whole input.
+func (e *Error) DroppedResource() (kind, name string) { return e.Kind, e.Name }
 
 // Decode decodes the `traefik.tcp.` and `traefik.tls.` labels in m into a
 // configuration with bare resource names. Labels outside those prefixes are
@@ -110,6 +121,117 @@ func Decode(m map[string]string) (*config.Dynamic, error) {
 		return nil, err
 	}
 	return conf, nil
+}
+
+// DecodeResources is Decode that keeps what decodes: the labels of each
+// router, service, middleware and TLS store are decoded on their own, and
+// a label that does not decode (an unknown key, a value of the wrong type,
+// a port that is not one) drops only the resource it declares, returned
+// in dropped (each an *Error with Kind and Name set, a
+// provider.DroppedError; routers, then services, middlewares, stores). err is
+// an error no single resource owns (a label outside any resource, a key
+// written twice, a key labels do not declare): the whole input is then
+// refused, as Decode refuses it. m is not modified.
+func DecodeResources(m map[string]string) (conf *config.Dynamic, dropped []error, err error) {
+	sel, orig, err := selectLabels(m, func(k string) bool { return hasPrefixFold(k, tcpPrefix) || hasPrefixFold(k, tlsPrefix) })
+	if err != nil {
+		return nil, nil, err
+	}
+	for k := range sel {
+		if isServerAddress(k) {
+			delete(sel, k)
+		}
+	}
+	if err := notFromLabels(sel, orig); err != nil {
+		return nil, nil, err
+	}
+	conf = &config.Dynamic{}
+	if len(sel) == 0 {
+		return conf, nil, nil
+	}
+	if safeDecode(sel, conf) == nil && checkPorts(conf, sel, orig) == nil {
+		return conf, nil, nil
+	}
+	// Something does not decode: decode each resource on its own (the
+	// costly path, taken only then).
+	type group struct {
+		kind, name string
+		sel        map[string]string
+	}
+	groups := map[string]*group{}
+	var order []string
+	rest := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
+		kind, name, ok := resourceOf(k)
+		if !ok {
+			rest[k] = sel[k]
+			continue
+		}
+		id := kind + "\x00" + strings.ToLower(name) // paerser matches names case-insensitively
+		g := groups[id]
+		if g == nil {
+			g = &group{kind: kind, name: name, sel: map[string]string{}}
+			groups[id] = g
+			order = append(order, id)
+		}
+		g.sel[k] = sel[k]
+	}
+	conf = &config.Dynamic{}
+	if len(rest) > 0 {
+		if err := decodeNamed(rest, orig, func() any { return &config.Dynamic{} }, conf); err != nil {
+			return nil, nil, err
+		}
+	}
+	kinds := map[string]int{"router": 0, "service": 1, "middleware": 2, "tls store": 3}
+	slices.SortStableFunc(order, func(a, b string) int { return kinds[groups[a].kind] - kinds[groups[b].kind] })
+	for _, id := range order {
+		g := groups[id]
+		d := &config.Dynamic{}
+		err := decodeNamed(g.sel, orig, func() any { return &config.Dynamic{} }, d)
+		if err == nil {
+			err = checkPorts(d, g.sel, orig)
+		}
+		var le *Error
+		if errors.As(err, &le) {
+			le.Kind, le.Name = g.kind, g.name
+			dropped = append(dropped, le)
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		conf.AddResources(d)
+	}
+	if len(dropped) == 0 {
+		// Every resource decodes alone but not together: blame as Decode does.
+		if err := decodeNamed(sel, orig, func() any { return &config.Dynamic{} }, &config.Dynamic{}); err != nil {
+			return nil, nil, err
+		}
+	}
+	return conf, dropped, nil
+}
+
+// resourceOf returns the resource a selected label declares:
+// traefik.tcp.{routers,services,middlewares}.<name>.<...> and
+// traefik.tls.stores.<name>.<...>.
+func resourceOf(key string) (kind, name string, ok bool) {
+	parts := strings.Split(key, ".")
+	if len(parts) < 5 || parts[3] == "" {
+		return "", "", false
+	}
+	switch section := strings.ToLower(parts[1] + "." + parts[2]); section {
+	case "tcp.routers":
+		kind = "router"
+	case "tcp.services":
+		kind = "service"
+	case "tcp.middlewares":
+		kind = "middleware"
+	case "tls.stores":
+		kind = "tls store"
+	default:
+		return "", "", false
+	}
+	return kind, parts[3], true
 }
 
 // Knobs are the per-container provider settings read from labels.
@@ -253,7 +375,7 @@ func notFromLabels(sel, orig map[string]string) error {
 			what = "a store's default certificate is"
 		}
 		if what != "" {
-			return &Error{Key: orig[k], Value: sel[k], Err: fmt.Errorf("%s not read from labels or tags: declare them in a file, a KV store or a Kubernetes resource, and name them from here (README, \"TLS\")", what)}
+			return &Error{Key: orig[k], Value: sel[k], Err: fmt.Errorf("%s not read from labels or tags: declare them in a file, a KV store or a Kubernetes resource, and name them from here (docs/reference/tls.md)", what)}
 		}
 	}
 	return nil
@@ -288,7 +410,7 @@ func selectLabels(m map[string]string, keep func(string) bool) (sel, orig map[st
 			if b < a {
 				a, b = b, a
 			}
-			return nil, nil, &Error{Key: b, Value: m[b], Err: fmt.Errorf("same key as label %q (keys are case-insensitive)", a)}
+			return nil, nil, &Error{Key: b, Value: m[b], Err: fmt.Errorf("same key as label %s (keys are case-insensitive)", quote.Q(a))}
 		}
 		sel[ck], orig[ck] = v, k
 	}

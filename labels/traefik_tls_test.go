@@ -79,8 +79,8 @@ func TestTraefikV3DecodeConfigurationTCP(t *testing.T) {
 	}
 }
 
-// The router and server TLS labels a Traefik v3 user writes (README,
-// "TLS"), one at a time, and the keys labels do not take.
+// The router and server TLS labels a Traefik v3 user writes
+// (docs/reference/tls.md), one at a time, and the keys labels do not take.
 func TestTLSLabels(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -19,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/quote"
 )
 
 // Severity says what a Problem does to the configuration.
@@ -44,6 +45,20 @@ const (
 	KindTLSStore         = "tls store"
 	KindTLSCertificate   = "tls certificate"
 )
+
+// Sections are where the resources of a dynamic configuration written like
+// a file (a file, a KV store) are: by section and key (Traefik's names,
+// matched case-insensitively), in the order problems about them are
+// reported.
+var Sections = []struct{ Section, Key, Kind string }{
+	{"tcp", "routers", KindRouter},
+	{"tcp", "services", KindService},
+	{"tcp", "middlewares", KindMiddleware},
+	{"tcp", "serversTransports", KindServersTransport},
+	{"tls", "options", KindTLSOptions},
+	{"tls", "stores", KindTLSStore},
+	{"tls", "certificates", KindTLSCertificate},
+}
 
 // Resource names one router, service, middleware, servers transport or
 // resource of the tls section of a provider's configuration by its bare
@@ -105,11 +120,11 @@ func (p Problem) String() string {
 	switch {
 	case p.Key == "":
 	case p.KeyKind == KeyTag:
-		fmt.Fprintf(&b, "tag %q: ", p.Key+"="+p.Value)
+		fmt.Fprintf(&b, "tag %s: ", quote.Q(p.Key+"="+p.Value))
 	case p.KeyKind == KeyKV:
-		fmt.Fprintf(&b, "key %q=%q: ", p.Key, p.Value)
+		fmt.Fprintf(&b, "key %s=%s: ", quote.Q(p.Key), quote.Q(p.Value))
 	default:
-		fmt.Fprintf(&b, "label %q=%q: ", p.Key, p.Value)
+		fmt.Fprintf(&b, "label %s=%s: ", quote.Q(p.Key), quote.Q(p.Value))
 	}
 	b.WriteString(p.Message)
 	return b.String()
@@ -140,8 +155,10 @@ type Result struct {
 	DefinedBy map[Resource][]string
 }
 
-// Strings renders the problems one line each (nil when there are none), as
-// a provider's Message carries them.
+// Strings renders every problem, errors and warnings alike, one line each
+// (nil when there are none), to show a result in a test or a log line. A
+// provider's Message is made by Result.Message, which keeps the warnings
+// apart.
 func (r Result) Strings() []string {
 	var out []string
 	for _, p := range r.Problems {
@@ -205,6 +222,54 @@ func BuildTCPRouterConfiguration(src Source, noun, prefix string) []Problem {
 	return problems
 }
 
+// DroppedError is a decoding error that drops one resource of an input
+// alone (labels.DecodeResources' errors): its key, and the resource's kind
+// (a Kind constant) and name.
+type DroppedError interface {
+	KeyError
+	DroppedResource() (kind, name string)
+}
+
+// DropResourceProblems turns what labels.DecodeResources dropped from one
+// input (DroppedErrors) into problems naming the label and the resource,
+// and drops from the input's own configuration (src.TCP, modified in
+// place) the routers that name no service when a service was dropped: the
+// service the router defaults would infer for them (BuildTCPRouterConfiguration,
+// BuildTCPServiceConfiguration) is not the one the input declares.
+// Everything else the input defines stays. keyProblem names the key of an
+// error (LabelProblem for labels; a Consul tag as written for tags); noun
+// and prefix are as for BuildTCPRouterConfiguration.
+func DropResourceProblems(src Source, dropped []error, keyProblem func(error) Problem, noun, prefix string) []Problem {
+	var problems []Problem
+	services := false
+	for _, err := range dropped {
+		p := keyProblem(err)
+		p.Source, p.SourceID, p.Severity = src.Name, src.ID, SeverityError
+		var de DroppedError
+		if errors.As(err, &de) {
+			kind, name := de.DroppedResource()
+			p.Resource = Resource{kind, name}
+			p.DisablesRouter = kind == KindRouter
+			p.Message += fmt.Sprintf(": %s %q is dropped", kind, name)
+			services = services || kind == KindService
+		}
+		problems = append(problems, p)
+	}
+	if !services || src.TCP == nil {
+		return problems
+	}
+	for _, name := range slices.Sorted(maps.Keys(src.TCP.Routers)) {
+		if r := src.TCP.Routers[name]; r != nil && r.Service == "" {
+			delete(src.TCP.Routers, name)
+			problems = append(problems, Problem{
+				Source: src.Name, SourceID: src.ID, Resource: Resource{KindRouter, name}, Severity: SeverityError, DisablesRouter: true,
+				Message: fmt.Sprintf("router %q names no service and a service of the %s is dropped: dropped too, rather than routed to another (set %s)", name, noun, keyPath(prefix, "tcp", "routers", name, "service")),
+			})
+		}
+	}
+	return problems
+}
+
 // keyPath writes a key under prefix: dotted, or with slashes when prefix
 // ends in "/" (a KV root key).
 func keyPath(prefix string, parts ...string) string {
@@ -242,8 +307,17 @@ func addSame[V any](dst *map[string]V, name string, v V) bool {
 // pool their servers (by address, without duplicates, in order) if their load
 // balancers are Mergeable, and AddServiceTCP reports true; services that
 // differ otherwise, or are not load balancers and differ at all, report false
-// and leave tcp as it was.
+// and leave tcp as it was. Pooling puts a copy of the service there in tcp
+// in its place: neither service is modified.
 func AddServiceTCP(tcp *config.TCPConfiguration, name string, s *config.TCPService) bool {
+	return addServiceTCP(tcp, name, s, nil)
+}
+
+// addServiceTCP is AddServiceTCP. pooled, when not nil, holds the
+// addresses of the services of tcp that are copies of their own (made by an
+// earlier pooling): servers are added to those in place, so that pooling n
+// services costs O(n), not O(n²).
+func addServiceTCP(tcp *config.TCPConfiguration, name string, s *config.TCPService, pooled map[string]map[string]bool) bool {
 	if tcp.Services == nil {
 		tcp.Services = map[string]*config.TCPService{}
 	}
@@ -258,8 +332,24 @@ func AddServiceTCP(tcp *config.TCPConfiguration, name string, s *config.TCPServi
 	if !prev.LoadBalancer.Mergeable(s.LoadBalancer) || !reflect.DeepEqual(prev.Weighted, s.Weighted) {
 		return false
 	}
+	addrs := pooled[name]
+	if addrs == nil {
+		cp, lb := *prev, *prev.LoadBalancer
+		lb.Servers = slices.Clone(lb.Servers)
+		cp.LoadBalancer = &lb
+		prev = &cp
+		tcp.Services[name] = prev
+		addrs = make(map[string]bool, len(lb.Servers)+len(s.LoadBalancer.Servers))
+		for _, srv := range lb.Servers {
+			addrs[srv.Address] = true
+		}
+		if pooled != nil {
+			pooled[name] = addrs
+		}
+	}
 	for _, srv := range s.LoadBalancer.Servers {
-		if !slices.ContainsFunc(prev.LoadBalancer.Servers, func(p config.TCPServer) bool { return p.Address == srv.Address }) {
+		if !addrs[srv.Address] {
+			addrs[srv.Address] = true
 			prev.LoadBalancer.Servers = append(prev.LoadBalancer.Servers, srv)
 		}
 	}
@@ -270,9 +360,11 @@ func AddServiceTCP(tcp *config.TCPConfiguration, name string, s *config.TCPServi
 // Traefik's provider.Merge does: same-named services pool their servers
 // (AddServiceTCP); same-named routers and middlewares must be equal. A name
 // defined differently by two inputs is dropped for good, whatever later
-// inputs say, with a problem naming every input that defined it. It takes
-// the sources' configurations over (the result may share and modify them).
-// The result's maps are never nil.
+// inputs say, with a problem naming every input that defined it. It never
+// modifies the sources: the result shares their routers, middlewares and
+// the services no other input pooled with (a pooled service is a copy),
+// so a provider may keep each input's configuration from one build to the
+// next. The result's maps are never nil.
 func MergeSources(sources []Source) (*config.TCPConfiguration, []Problem, map[Resource][]string) {
 	out := &config.TCPConfiguration{
 		Routers:     map[string]*config.TCPRouter{},
@@ -289,17 +381,18 @@ func MergeSources(sources []Source) (*config.TCPConfiguration, []Problem, map[Re
 			conflict[r] = src.ID
 		}
 	}
+	pooled := map[string]map[string]bool{}
 	for _, src := range sources {
 		if src.TCP == nil {
 			continue
 		}
-		for _, name := range slices.Sorted(maps.Keys(src.TCP.Routers)) {
+		for _, name := range sortedKeys(src.TCP.Routers) {
 			add(src, Resource{KindRouter, name}, AddRouterTCP(out, name, src.TCP.Routers[name]))
 		}
-		for _, name := range slices.Sorted(maps.Keys(src.TCP.Services)) {
-			add(src, Resource{KindService, name}, AddServiceTCP(out, name, src.TCP.Services[name]))
+		for _, name := range sortedKeys(src.TCP.Services) {
+			add(src, Resource{KindService, name}, addServiceTCP(out, name, src.TCP.Services[name], pooled))
 		}
-		for _, name := range slices.Sorted(maps.Keys(src.TCP.Middlewares)) {
+		for _, name := range sortedKeys(src.TCP.Middlewares) {
 			add(src, Resource{KindMiddleware, name}, AddMiddlewareTCP(out, name, src.TCP.Middlewares[name]))
 		}
 	}
@@ -332,6 +425,17 @@ func MergeSources(sources []Source) (*config.TCPConfiguration, []Problem, map[Re
 		})
 	}
 	return out, problems, definedBy
+}
+
+// sortedKeys is slices.Sorted(maps.Keys(m)), without allocating for the
+// maps of one entry that most inputs have.
+func sortedKeys[V any](m map[string]V) []string {
+	if len(m) == 1 {
+		for k := range m {
+			return []string{k}
+		}
+	}
+	return slices.Sorted(maps.Keys(m))
 }
 
 // MergeSourcesTLS merges the inputs' TLS stores (the only part of the tls
@@ -488,18 +592,4 @@ func MergeResult(sources []Source, problems []Problem) Result {
 	}
 	res.Configuration = &config.Dynamic{TCP: out, TLS: tls}
 	return res
-}
-
-// Split renders the problems one line each as a provider's Message carries
-// them: the errors (Message.Problems) apart from the warnings
-// (Message.Warnings). Both are nil when empty.
-func (r Result) Split() (problems, warnings []string) {
-	for _, p := range r.Problems {
-		if p.Severity == SeverityWarning {
-			warnings = append(warnings, p.String())
-		} else {
-			problems = append(problems, p.String())
-		}
-	}
-	return problems, warnings
 }

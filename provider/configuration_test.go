@@ -150,3 +150,35 @@ func TestMergeSources(t *testing.T) {
 		t.Fatal("nil map in the result")
 	}
 }
+
+// MergeSources leaves its inputs as they were, so that a provider may keep
+// them from one build to the next: pooling copies the service.
+func TestMergeSourcesLeavesSourcesAlone(t *testing.T) {
+	src := func(id string, addrs ...string) Source {
+		return Source{ID: id, TCP: &config.TCPConfiguration{
+			Routers:  map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "s"}},
+			Services: map[string]*config.TCPService{"s": lb(addrs...)},
+		}}
+	}
+	sources := []Source{src("a", "a:1"), src("b", "b:1", "a:1"), src("c", "c:1", "c:1")}
+	tcp, _, _ := MergeSources(sources)
+	var got []string
+	for _, s := range tcp.Services["s"].LoadBalancer.Servers {
+		got = append(got, s.Address)
+	}
+	if !reflect.DeepEqual(got, []string{"a:1", "b:1", "c:1"}) {
+		t.Fatalf("pooled servers %v, want a:1 b:1 c:1", got)
+	}
+	for i, want := range [][]string{{"a:1"}, {"b:1", "a:1"}, {"c:1", "c:1"}} {
+		var have []string
+		for _, s := range sources[i].TCP.Services["s"].LoadBalancer.Servers {
+			have = append(have, s.Address)
+		}
+		if !reflect.DeepEqual(have, want) {
+			t.Errorf("source %d's servers became %v, want %v", i, have, want)
+		}
+	}
+	if tcp.Services["s"] == sources[0].TCP.Services["s"] {
+		t.Error("the pooled service is the first source's")
+	}
+}

@@ -10,7 +10,7 @@ import (
 )
 
 // Traefik's aggregator rules for the tls section and the servers
-// transports (README, "TLS"): options and stores qualified but `default`,
+// transports (docs/reference/tls.md): options and stores qualified but `default`,
 // certificates pooled, `default` defined twice left out with a problem.
 func TestMergeTLSAndServersTransports(t *testing.T) {
 	cert := func(name string, stores ...string) *config.CertAndStores {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-proxy/tollgate/config"
 )
@@ -31,14 +33,24 @@ type Status struct {
 // hands it to Apply: latest message wins per provider, applies are at most
 // one per throttle period (the first change after a quiet period applies at
 // once), and a merged configuration equal to the last applied one is skipped.
+//
+// Messages are received while a merge or an Apply runs (a compile of a large
+// configuration takes seconds): no provider waits behind it, and the next
+// apply takes every provider's latest configuration, however many came
+// meanwhile, never each in turn.
 type Watcher struct {
 	// Throttle is the minimum time between two applies.
 	Throttle time.Duration
-	// Apply receives each new merged configuration. It runs on the watcher's
-	// goroutine, one call at a time, and must not keep cfg's maps for writing.
+	// Apply receives each new merged configuration. It runs on a goroutine
+	// of the watcher's, one call at a time, and must not keep cfg's maps
+	// for writing.
 	Apply func(cfg *config.TCPConfiguration)
 	// Log receives provider errors and problems.
 	Log zerolog.Logger
+	// Limits bound each provider's configuration (nil: the defaults): one
+	// over a limit is refused as a provider error, and the provider's last
+	// good configuration stays.
+	Limits *config.Limits
 
 	mu       sync.Mutex
 	configs  map[string]*config.Dynamic
@@ -98,50 +110,75 @@ func (w *Watcher) MergeProblems() []string {
 	return append([]string(nil), w.mergeProblems...)
 }
 
-// Run consumes messages until ctx is done.
+// Run consumes messages until ctx is done, and returns once the apply in
+// progress, if any, has returned.
 func (w *Watcher) Run(ctx context.Context, in <-chan Message) {
 	w.mu.Lock()
 	w.init()
 	w.mu.Unlock()
-	var (
-		timer     *time.Timer
-		timerC    <-chan time.Time
-		dirty     bool
-		lastApply time.Time
-	)
-	apply := func() {
-		dirty = false
-		lastApply = time.Now()
-		w.applyMerged()
-	}
+	wake := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.applier(ctx, wake)
+	}()
+	defer func() { <-done }()
 	for {
 		select {
 		case <-ctx.Done():
-			if timer != nil {
-				timer.Stop()
-			}
 			return
 		case m := <-in:
 			if !w.record(m) {
 				continue
 			}
-			dirty = true
-			if timerC != nil {
-				continue // an apply is already scheduled; latest wins
-			}
-			if wait := w.Throttle - time.Since(lastApply); wait > 0 {
-				timer = time.NewTimer(wait)
-				timerC = timer.C
-				continue
-			}
-			apply()
-		case <-timerC:
-			timerC = nil
-			if dirty {
-				apply()
+			select {
+			case wake <- struct{}{}:
+			default: // an apply is already due: it reads the latest
 			}
 		}
 	}
+}
+
+// applier applies the merged configuration after each wake-up, at most once
+// per throttle period (the first change after a quiet period at once). A
+// wake-up while it merges or applies makes one more apply, of the
+// configurations recorded by then.
+//
+// It runs on a thread of its own at a lower priority (LowPriority): merging
+// and compiling a large configuration take a core for seconds, and the
+// proxy's event loops must get the CPU first.
+func (w *Watcher) applier(ctx context.Context, wake <-chan struct{}) {
+	LowPriority()
+	var lastApply time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		}
+		if !Sleep(ctx, w.Throttle-time.Since(lastApply)) {
+			return
+		}
+		select {
+		case <-wake: // recorded before the merge below: it is in it
+		default:
+		}
+		lastApply = time.Now()
+		w.applyMerged()
+	}
+}
+
+// lowNice is the nice value LowPriority gives a thread.
+const lowNice = 10
+
+// LowPriority locks the calling goroutine to its thread and lowers that
+// thread's priority (nice 10), for the goroutines that read, merge and
+// compile configurations: the thread ends with the goroutine, never
+// returning to the runtime's pool. Where the priority cannot be set, the
+// goroutine runs as before.
+func LowPriority() {
+	runtime.LockOSThread()
+	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), lowNice)
 }
 
 // record stores m and reports whether the configuration may have changed.
@@ -155,6 +192,11 @@ func (w *Watcher) record(m Message) bool {
 		w.statuses[m.ProviderName] = st
 	}
 	log := w.Log.With().Str("provider", m.ProviderName).Logger()
+	if m.Err == nil {
+		if err := w.Limits.Resolved().Check(m.Configuration); err != nil {
+			m.Err = err
+		}
+	}
 	if m.Err != nil {
 		st.Errors++
 		if st.State != "error" {
@@ -194,15 +236,23 @@ func (w *Watcher) record(m Message) bool {
 }
 
 func (w *Watcher) applyMerged() {
+	// Merged outside the lock: record goes on meanwhile.
 	w.mu.Lock()
-	merged, problems := MergeReport(w.configs)
+	configs := make(map[string]*config.Dynamic, len(w.configs))
+	for k, v := range w.configs {
+		configs[k] = v
+	}
+	last, applied := w.last, w.applied
+	w.mu.Unlock()
+	merged, problems := MergeReport(configs)
+	same := applied && reflect.DeepEqual(merged, last)
+	w.mu.Lock()
 	if !reflect.DeepEqual(problems, w.mergeProblems) {
 		for _, p := range problems {
 			w.Log.Error().Msg(p)
 		}
 		w.mergeProblems = problems
 	}
-	same := w.applied && reflect.DeepEqual(merged, w.last)
 	if !same {
 		w.last = merged
 		w.applied = true
@@ -244,10 +294,16 @@ const DefaultTLSName = "default"
 // problem, so that the routers using it fail rather than silently take
 // other settings. The same holds for the `default` store.
 func MergeReport(configs map[string]*config.Dynamic) (*config.TCPConfiguration, []string) {
-	out := &config.TCPConfiguration{
-		Routers:     map[string]*config.TCPRouter{},
-		Services:    map[string]*config.TCPService{},
-		Middlewares: map[string]*config.TCPMiddleware{},
+	var routers, services, middlewares int
+	for _, d := range configs {
+		if d != nil && d.TCP != nil {
+			routers, services, middlewares = routers+len(d.TCP.Routers), services+len(d.TCP.Services), middlewares+len(d.TCP.Middlewares)
+		}
+	}
+	out := &config.TCPConfiguration{ // sized: growing maps of 100,000 entries is a tenth of a merge
+		Routers:     make(map[string]*config.TCPRouter, routers),
+		Services:    make(map[string]*config.TCPService, services),
+		Middlewares: make(map[string]*config.TCPMiddleware, middlewares),
 	}
 	var defaultOptions, defaultStores []string
 	for _, prov := range sortedProviders(configs) {
@@ -322,14 +378,16 @@ func mergeTCP(out *config.TCPConfiguration, tcp *config.TCPConfiguration, prov s
 			out.Routers[Qualify(name, prov)] = nil
 			continue
 		}
-		cp := *r
-		cp.EntryPoints = append([]string(nil), r.EntryPoints...)
+		cp := *r // EntryPoints shared: neither the provider nor Compile writes a configuration
 		if r.Service != "" {
 			cp.Service = Qualify(r.Service, prov)
 		}
 		cp.Middlewares = nil
-		for _, m := range r.Middlewares {
-			cp.Middlewares = append(cp.Middlewares, Qualify(m, prov))
+		if len(r.Middlewares) > 0 {
+			cp.Middlewares = make([]string, len(r.Middlewares))
+			for i, m := range r.Middlewares {
+				cp.Middlewares[i] = Qualify(m, prov)
+			}
 		}
 		if r.TLS != nil {
 			t := *r.TLS

@@ -147,3 +147,116 @@ func TestErrorLogSaysWhatIsServed(t *testing.T) {
 		t.Fatalf("error after a good configuration logged %q", s)
 	}
 }
+
+// routersConfig is a configuration of n routers named r0..r<n-1>, the
+// first with the given rule.
+func routersConfig(n int, rule string) *config.Dynamic {
+	rs := map[string]*config.TCPRouter{}
+	for i := range n {
+		rs["r"+strings.Repeat("x", i)] = &config.TCPRouter{Rule: rule, Service: "s"}
+	}
+	return &config.Dynamic{TCP: &config.TCPConfiguration{Routers: rs}}
+}
+
+// While an Apply runs (a large compile), providers' messages are received,
+// not queued behind it, and the next Apply takes the latest of them, once:
+// not each in turn. Before, the watcher applied on its receiving goroutine,
+// so every provider's send waited for the compile and each message was
+// then applied in turn.
+func TestWatcherLatestWinsWhileApplying(t *testing.T) {
+	in := make(chan Message)
+	started := make(chan *config.TCPConfiguration, 10)
+	release := make(chan struct{})
+	w := &Watcher{Log: zerolog.Nop(), Apply: func(c *config.TCPConfiguration) {
+		started <- c
+		<-release
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx, in); close(done) }()
+	defer func() { cancel(); close(release); <-done }()
+
+	send := func(m Message) {
+		t.Helper()
+		select {
+		case in <- m:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("a provider's message waited for the apply in progress: %+v", m.Configuration)
+		}
+	}
+	send(Message{ProviderName: "file", Configuration: routersConfig(1, "v1")})
+	first := <-started
+	if first.Routers["r@file"].Rule != "v1" {
+		t.Fatalf("first apply %+v", first.Routers)
+	}
+	for _, v := range []string{"v2", "v3", "v4"} {
+		send(Message{ProviderName: "file", Configuration: routersConfig(1, v)})
+	}
+	send(Message{ProviderName: "docker", Configuration: routersConfig(1, "d1")})
+	release <- struct{}{}
+	second := <-started
+	if second.Routers["r@file"].Rule != "v4" || second.Routers["r@docker"].Rule != "d1" {
+		t.Fatalf("second apply: file %q docker %v, want the latest (v4, d1)", second.Routers["r@file"].Rule, second.Routers["r@docker"])
+	}
+	release <- struct{}{}
+	select {
+	case c := <-started:
+		t.Fatalf("a third apply (%q): the messages were applied in turn, not coalesced", c.Routers["r@file"].Rule)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// A configuration over a limit is refused as a provider error naming the
+// limit; the provider's last good configuration stays applied, and one
+// within the limits applies again.
+func TestWatcherRefusesOverLimits(t *testing.T) {
+	in := make(chan Message)
+	rec := &applyRecorder{}
+	var logBuf bytes.Buffer
+	w := &Watcher{Log: zerolog.New(&logBuf), Apply: rec.apply, Limits: &config.Limits{MaxRouters: 3, MaxRuleLength: 20, MaxSourceRanges: 2}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx, in); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitRule := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if a := w.Applied(); a != nil && a.Routers["r@file"] != nil && a.Routers["r@file"].Rule == want {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("applied %+v, want rule %q", w.Applied(), want)
+	}
+	in <- Message{ProviderName: "file", Configuration: routersConfig(3, "good")}
+	waitRule("good")
+	allow := &config.Dynamic{TCP: &config.TCPConfiguration{Routers: routersConfig(1, "x").TCP.Routers,
+		Middlewares: map[string]*config.TCPMiddleware{"m": {IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"a", "b", "c"}}}}}}
+	for _, c := range []struct {
+		cfg  *config.Dynamic
+		want string
+	}{
+		{routersConfig(4, "four"), "4 TCP routers, over limits.maxRouters (3)"},
+		{routersConfig(1, strings.Repeat("a", 21)), "rule of 21 bytes, over limits.maxRuleLength (20)"},
+		{allow, `middleware "m": ipAllowList of 3 source ranges, over limits.maxSourceRanges (2)`},
+	} {
+		in <- Message{ProviderName: "file", Configuration: c.cfg}
+		var st Status
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if st = w.Statuses()[0]; strings.Contains(st.LastError, c.want) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if st.State != "error" || !strings.Contains(st.LastError, c.want) {
+			t.Fatalf("status %+v, want an error with %q", st, c.want)
+		}
+		if r := w.Applied().Routers["r@file"]; r.Rule != "good" {
+			t.Fatalf("applied rule %q: the last good configuration was replaced", r.Rule)
+		}
+	}
+	in <- Message{ProviderName: "file", Configuration: routersConfig(2, "again")}
+	waitRule("again")
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
@@ -58,10 +59,9 @@ func exchange(t *testing.T, c net.Conn, msg string) {
 // counted when metrics are on.
 func TestAccessLogAndRouterCounters(t *testing.T) {
 	be := startBackend(t, "")
-	s := newTestServer(t, "tcp")
 	var buf syncBuffer
 	al := zerolog.New(&buf)
-	s.State().SetConnObservers(ConnObservers{AccessLog: &al, Metrics: true})
+	s := newServerOpts(t, StateOptions{Observers: ConnObservers{AccessLog: &al, Metrics: true}}, nil, "tcp")
 	apply(s, "file", singleRouter(be.addr(), map[string]*config.TCPMiddleware{"one": limitMW(1)}, "one"))
 	addr := s.addr("tcp")
 
@@ -164,48 +164,17 @@ func lbOf(t *testing.T, s *Server, _ string) *loadBalancer {
 	return lb
 }
 
-func TestDurationHistogramBuckets(t *testing.T) {
-	var h DurationHistogram
-	h.Observe(time.Millisecond)     // <= 0.005
-	h.Observe(2 * time.Second)      // <= 5
-	h.Observe(5 * time.Second)      // <= 5 (upper bounds are inclusive)
-	h.Observe(10 * time.Hour)       // +Inf
-	h.Observe(-1 * time.Nanosecond) // a clock step: counted, adds nothing to the sum
-	n, sum, b := h.Snapshot()
-	if n != 5 {
-		t.Fatalf("count %d, want 5", n)
-	}
-	if want := 0.001 + 2 + 5 + 36000; sum < want-1e-6 || sum > want+1e-6 {
-		t.Fatalf("sum %v, want %v", sum, want)
-	}
-	if b[0.005] != 2 || b[1] != 2 || b[5] != 4 || b[14400] != 4 {
-		t.Fatalf("cumulative buckets %v", b)
-	}
-}
-
 // A backend that resets the connection: the line says end "error".
 func TestAccessLogEndError(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Read(make([]byte, 1))
-			_ = c.(*net.TCPConn).SetLinger(0)
-			_ = c.Close() // RST
-		}
-	}()
-	s := newTestServer(t, "tcp")
+	be := itest.StartBackend(t, nil, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 1))
+		_ = c.(*net.TCPConn).SetLinger(0)
+		_ = c.Close() // RST
+	})
 	var buf syncBuffer
 	al := zerolog.New(&buf)
-	s.State().SetConnObservers(ConnObservers{AccessLog: &al})
-	apply(s, "file", singleRouter(ln.Addr().String(), nil))
+	s := newServerOpts(t, StateOptions{Observers: ConnObservers{AccessLog: &al}}, nil, "tcp")
+	apply(s, "file", singleRouter(be.Addr(), nil))
 	c, err := net.Dial("tcp", s.addr("tcp"))
 	if err != nil {
 		t.Fatal(err)
@@ -231,11 +200,10 @@ func TestAccessLogEndError(t *testing.T) {
 // the rest; filters.minDuration leaves out the shorter connections.
 func TestAccessLogFieldsAndMinDuration(t *testing.T) {
 	be := startBackend(t, "")
-	s := newTestServer(t, "tcp")
 	var buf syncBuffer
 	al := zerolog.New(&buf)
 	fields := NewAccessFields("Redact", map[string]string{"ClientHost": "drop", "ClientAddr": "keep", "Duration": "keep", "bytes_in": "KEEP", "RouterName": "keep", "ClientUsername": "drop"})
-	s.State().SetConnObservers(ConnObservers{AccessLog: &al, AccessFields: fields})
+	s := newServerOpts(t, StateOptions{Observers: ConnObservers{AccessLog: &al, AccessFields: fields}}, nil, "tcp")
 	apply(s, "file", singleRouter(be.addr(), nil))
 	c, ok := dialFrom(t, "127.0.0.3", s.addr("tcp"))
 	if !ok {
@@ -269,7 +237,7 @@ func TestAccessLogFieldsAndMinDuration(t *testing.T) {
 	// longer is.
 	var buf2 syncBuffer
 	al2 := zerolog.New(&buf2)
-	s.State().SetConnObservers(ConnObservers{AccessLog: &al2, AccessMinDuration: 300 * time.Millisecond})
+	s = newServerOpts(t, StateOptions{Observers: ConnObservers{AccessLog: &al2, AccessMinDuration: 300 * time.Millisecond}}, nil, "tcp")
 	apply(s, "file", singleRouter(be.addr(), map[string]*config.TCPMiddleware{"x": limitMW(5)}, "x")) // a new load balancer
 	short, ok := dialFrom(t, "127.0.0.4", s.addr("tcp"))
 	if !ok {

@@ -33,7 +33,7 @@ func validation(rs []CertResolver, c *tcp.Conn) *tls.Certificate {
 // closes the connection: nothing is read from it or sent on. Like a
 // terminated connection it leaves its loop for a goroutine.
 func (e *EntryPoint) answerChallenge(c *tcp.Conn, kp *tls.Certificate) {
-	goServeConn(c, func(g *gconn) {
+	offLoop(c, func(g *gconn) {
 		g.handshakeDeadline()
 		conf := &tls.Config{Certificates: []tls.Certificate{*kp}, NextProtos: []string{acmeTLS1}, MinVersion: tls.VersionTLS12}
 		tc := tls.Server(&replayConn{TCPConn: g.raw, pending: c.Peeked}, conf)

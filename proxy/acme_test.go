@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
@@ -99,9 +98,7 @@ func TestCertResolverObtainsAndIsValidated(t *testing.T) {
 	// "aa" wants db.example too, and is asked first: it has no challenge
 	// running, so le's answers.
 	other := &fakeResolver{certs: map[string]*tls.Certificate{}}
-	s := newServerWith(t, nil, "tls")
-	s.State().SetCertResolver("le", fr)
-	s.State().SetCertResolver("aa", other)
+	s := newServerOpts(t, StateOptions{CertResolvers: map[string]CertResolver{"le": fr, "aa": other}}, nil, "tls")
 	cfg := &config.TCPConfiguration{
 		Routers: map[string]*config.TCPRouter{
 			"db-aa@file": {Rule: "HostSNI(`db.example`)", Service: "a@file", Priority: -1, TLS: &config.RouterTCPTLSConfig{CertResolver: "aa"}},
@@ -200,8 +197,7 @@ func TestDefaultGeneratedCertFromResolver(t *testing.T) {
 	edgeKP, _, _ := ca.issue(t, leafOpts{}, "edge.example")
 	a := startBackend(t, "A")
 	fr := &fakeResolver{certs: map[string]*tls.Certificate{}}
-	s := newServerWith(t, nil, "tls")
-	s.State().SetCertResolver("le", fr)
+	s := newServerOpts(t, StateOptions{CertResolvers: map[string]CertResolver{"le": fr}}, nil, "tls")
 	cfg := func(resolver string) *config.TCPConfiguration {
 		return &config.TCPConfiguration{
 			Routers:  map[string]*config.TCPRouter{"all@file": {Rule: "HostSNI(`*`)", Service: "a@file", TLS: &config.RouterTCPTLSConfig{}}},
@@ -266,10 +262,9 @@ func TestHTTP01AnsweredOnUnroutedPlainConnections(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		io.WriteString(w, "tok.keyauth")
+		_, _ = io.WriteString(w, "tok.keyauth")
 	})}
-	s := newServerWith(t, func(name string, ep *config.EntryPoint) { ep.Transport.MaxUnroutedPerIP = 2 }, "web", "tls")
-	s.State().SetCertResolver("le", fr)
+	s := newServerOpts(t, StateOptions{CertResolvers: map[string]CertResolver{"le": fr}}, func(name string, ep *config.EntryPoint) { ep.Transport.MaxUnroutedPerIP = 2 }, "web", "tls")
 	cfg := func(webRule string) *config.TCPConfiguration {
 		return &config.TCPConfiguration{
 			Routers: map[string]*config.TCPRouter{
@@ -386,16 +381,15 @@ func TestPlainHTTPRedirection(t *testing.T) {
 		t.Fatal(err)
 	}
 	eps := map[string]*config.EntryPoint{"web": st.EntryPoints["web"], "temp": st.EntryPoints["temp"]}
-	s, err := NewServer(eps, zerolog.Nop())
+	fr := &fakeResolver{certs: map[string]*tls.Certificate{}, httpEP: "web", http: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "keyauth")
+	})}
+	s, err := NewServer(eps, Options{State: StateOptions{CertResolvers: map[string]CertResolver{"le": fr}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Start()
 	t.Cleanup(func() { s.Shutdown(t.Context()) })
-	fr := &fakeResolver{certs: map[string]*tls.Certificate{}, httpEP: "web", http: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "keyauth")
-	})}
-	s.State().SetCertResolver("le", fr)
 	s.Apply(&config.TCPConfiguration{
 		Routers: map[string]*config.TCPRouter{
 			"web@file": {Rule: "ClientIP(`10.0.0.0/8`)", Service: "a@file", EntryPoints: []string{"web", "temp"}},

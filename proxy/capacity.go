@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/netip"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -13,13 +14,25 @@ import (
 
 // A load balancer whose servers have a maxConn keeps at most that many
 // connections open to each, as HAProxy's maxconn does: a connection over the
-// caps waits in the service's FIFO queue for the first slot any server
-// frees, instead of being refused (a PostgreSQL kept below max_connections
-// makes a client wait, not fail). The caps, the counts and the queue belong
-// to the service, not to a configuration generation: they live in the
-// state registry by qualified service name, so connections opened under one
+// caps waits in the service's queue for the first slot any server frees,
+// instead of being refused (a PostgreSQL kept below max_connections makes a
+// client wait, not fail). The caps, the counts and the queue belong to the
+// service, not to a configuration generation: they live in the state
+// registry by qualified service name, so connections opened under one
 // generation count under the next, and a queued connection keeps its place
 // through a reload.
+//
+// The queue is fair between clients by itself, without an inFlightConn in
+// front: each client key (its address; IPv6 by its entry point's
+// ipv6Subnet prefix) waits in a FIFO of its own, and the clients with
+// connections waiting are served in turn, one connection each, in the order
+// they started waiting. A client alone may fill the queue; once it is full,
+// a connection from a client holding at least two places fewer than the
+// client holding the most takes the newest place of that one (whose
+// connection is refused as if it had found the queue full, counted as
+// evicted), so under contention each client holds an equal share of the
+// places and is served at an equal rate, whatever it opens. Every operation
+// is O(1) under the capacity's lock.
 
 // DefaultQueueSize and DefaultQueueTimeout are a capped service's queue when
 // its loadBalancer has no queue section.
@@ -36,11 +49,21 @@ type capacity struct {
 	servers []*capServer // in the service's order, as of the last compile
 	retired []*capServer // servers no longer listed that still have connections
 	next    int          // round-robin position
-	queue   []waiter     // FIFO; head at 0
 	maxSize int
 	timeout time.Duration
 
+	// The queue: queued connections waiting, in the FIFOs of clients (by
+	// key, those with one waiting), served in turn from ring (nil when none
+	// waits); byCount[n] lists the clients holding n places (n >= 1), most
+	// is the largest such n.
+	queued  int
+	clients map[netip.Addr]*qclient
+	ring    *qclient
+	byCount []*qclient
+	most    int
+
 	full, expired atomic.Uint64 // refused: the queue was full / the wait timed out
+	evicted       atomic.Uint64 // refused: a client with fewer places took the place
 	log           ratelog.Limiter
 
 	// After an upgrade's handover (State.ExportCapacities): a slot this
@@ -54,10 +77,30 @@ type capacity struct {
 }
 
 // waiter is a connection in a capacity's queue: a loop's, or one served by
-// goroutines. handSlot gives it the slot s; it runs under cp.mu and must
-// not block.
+// goroutines. handSlot gives it the slot s, or tells it with s nil that it
+// lost its place to a client holding fewer (it is refused then); it runs
+// under cp.mu and must not block.
 type waiter interface {
 	handSlot(cp *capacity, s *capServer)
+}
+
+// qnode is a waiter's place in the queue: in its client's FIFO. A place
+// that has left the queue has no client (leave reports false for it).
+type qnode struct {
+	w          waiter
+	cl         *qclient
+	prev, next *qnode
+}
+
+// qclient is a client key's places in the queue: its FIFO, its place in
+// the ring of clients served in turn, and in the list of the clients that
+// hold as many places as it does.
+type qclient struct {
+	key          netip.Addr
+	head, tail   *qnode
+	n            int
+	rprev, rnext *qclient
+	bprev, bnext *qclient
 }
 
 // capServer is one server of a capped service.
@@ -86,6 +129,10 @@ type CapacityState struct {
 	QueueTimeout string           `json:"queueTimeout"`
 	RejectedFull uint64           `json:"queueFullTotal"`
 	TimedOut     uint64           `json:"queueTimeoutTotal"`
+	// QueuedClients is the distinct client keys waiting; Evicted counts the
+	// connections that lost their place to a client holding fewer.
+	QueuedClients int    `json:"queuedClients"`
+	Evicted       uint64 `json:"queueEvictedTotal"`
 }
 
 // update takes a new generation's servers (with health) and queue settings.
@@ -150,36 +197,151 @@ func (cp *capacity) take() *capServer {
 	return nil
 }
 
-// admit gives w a slot, or queues it. It returns the slot, or nil with
-// queued true (w waits: dispatch hands it a slot later), or nil and false
-// when the queue is full.
-func (cp *capacity) admit(w waiter) (s *capServer, queued bool) {
+// admit gives w, a connection of client key, a slot, or queues it. It
+// returns the slot, or nil and w's place in the queue (w waits: dispatch
+// hands it a slot later), or nil and nil when the queue is full and its
+// client holds its share of it.
+func (cp *capacity) admit(w waiter, key netip.Addr) (*capServer, *qnode) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	if len(cp.queue) == 0 { // FIFO: nobody may pass those already waiting
+	if cp.queued == 0 { // nobody may pass those already waiting
 		if s := cp.take(); s != nil {
-			return s, false
+			return s, nil
 		}
 	}
-	if len(cp.queue) >= cp.maxSize {
-		return nil, false
+	cl := cp.clients[key]
+	if cp.queued >= cp.maxSize {
+		n := 0
+		if cl != nil {
+			n = cl.n
+		}
+		if cp.maxSize <= 0 || n+2 > cp.most {
+			return nil, nil
+		}
+		// The client holding the most places gives its newest one up.
+		v := cp.byCount[cp.most].tail
+		cp.unlink(v)
+		cp.evicted.Add(1)
+		v.w.handSlot(cp, nil)
 	}
-	cp.queue = append(cp.queue, w)
-	return nil, true
+	if cl == nil {
+		cl = &qclient{key: key}
+		if cp.clients == nil {
+			cp.clients = map[netip.Addr]*qclient{}
+		}
+		cp.clients[key] = cl
+		if r := cp.ring; r == nil { // served last in turn: just before the next one
+			cl.rprev, cl.rnext, cp.ring = cl, cl, cl
+		} else {
+			cl.rprev, cl.rnext = r.rprev, r
+			r.rprev.rnext, r.rprev = cl, cl
+		}
+	}
+	q := &qnode{w: w, cl: cl, prev: cl.tail}
+	if cl.tail != nil {
+		cl.tail.next = q
+	} else {
+		cl.head = q
+	}
+	cl.tail = q
+	cp.recount(cl, cl.n+1)
+	cp.queued++
+	return nil, q
 }
 
-// leave takes w out of the queue; false when it is no longer there (a
-// slot is on its way to it).
-func (cp *capacity) leave(w waiter) bool {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	for i, q := range cp.queue {
-		if q == w {
-			cp.queue = append(cp.queue[:i], cp.queue[i+1:]...)
-			return true
+// recount moves cl, holding cl.n places (0: none yet), to the clients
+// holding n, which differs from cl.n by one.
+func (cp *capacity) recount(cl *qclient, n int) {
+	if cl.n > 0 { // out of its list
+		if cl.bprev != nil {
+			cl.bprev.bnext = cl.bnext
+		} else {
+			cp.byCount[cl.n] = cl.bnext
+		}
+		if cl.bnext != nil {
+			cl.bnext.bprev = cl.bprev
+		}
+		cl.bprev, cl.bnext = nil, nil
+	}
+	cl.n = n
+	if n > 0 {
+		for len(cp.byCount) <= n {
+			cp.byCount = append(cp.byCount, nil)
+		}
+		if h := cp.byCount[n]; h != nil {
+			h.bprev, cl.bnext = cl, h
+		}
+		cp.byCount[n] = cl
+	}
+	if n > cp.most {
+		cp.most = n
+	}
+	for cp.most > 0 && cp.byCount[cp.most] == nil { // one step at most: counts move by one
+		cp.most--
+	}
+}
+
+// unlink takes q out of the queue; its client leaves the ring when it has
+// no other place.
+func (cp *capacity) unlink(q *qnode) {
+	cl := q.cl
+	if q.prev != nil {
+		q.prev.next = q.next
+	} else {
+		cl.head = q.next
+	}
+	if q.next != nil {
+		q.next.prev = q.prev
+	} else {
+		cl.tail = q.prev
+	}
+	q.cl, q.prev, q.next = nil, nil, nil
+	cp.queued--
+	cp.recount(cl, cl.n-1)
+	if cl.n > 0 {
+		return
+	}
+	delete(cp.clients, cl.key)
+	if cl.rnext == cl {
+		cp.ring = nil
+	} else {
+		cl.rprev.rnext, cl.rnext.rprev = cl.rnext, cl.rprev
+		if cp.ring == cl {
+			cp.ring = cl.rnext
 		}
 	}
-	return false
+	cl.rprev, cl.rnext = nil, nil
+	if cp.queued == 0 { // the queue is empty: give back what a burst grew
+		cp.clients, cp.byCount = nil, nil
+	}
+}
+
+// popNext takes the connection to serve next out of the queue: the oldest
+// of the client whose turn it is, which goes to the end of the turn.
+func (cp *capacity) popNext() waiter {
+	cl := cp.ring
+	cp.ring = cl.rnext
+	q := cl.head
+	w := q.w
+	cp.unlink(q)
+	q.w = nil
+	return w
+}
+
+// leave takes the place q out of the queue; false when it is no longer
+// there (a slot, or its eviction, is on its way to its waiter).
+func (cp *capacity) leave(q *qnode) bool {
+	if q == nil {
+		return false
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if q.cl == nil {
+		return false
+	}
+	cp.unlink(q)
+	q.w = nil
+	return true
 }
 
 // release gives back s's slot and hands free slots to the connections
@@ -187,12 +349,9 @@ func (cp *capacity) leave(w waiter) bool {
 func (cp *capacity) release(s *capServer) {
 	cp.mu.Lock()
 	if cp.lend != nil {
-		if len(cp.queue) > 0 {
+		if cp.queued > 0 {
 			// Handed over: the slot passes to the next connection waiting here.
-			w := cp.queue[0]
-			cp.queue[0] = nil
-			cp.queue = cp.queue[1:]
-			w.handSlot(cp, s)
+			cp.popNext().handSlot(cp, s)
 			cp.mu.Unlock()
 			return
 		}
@@ -220,27 +379,40 @@ func (cp *capacity) kick() {
 }
 
 func (cp *capacity) dispatchLocked() {
-	for len(cp.queue) > 0 {
+	for cp.queued > 0 {
 		s := cp.take()
 		if s == nil {
 			return
 		}
-		w := cp.queue[0]
-		cp.queue[0] = nil
-		cp.queue = cp.queue[1:]
-		w.handSlot(cp, s)
+		cp.popNext().handSlot(cp, s)
 	}
 }
 
-// logRefusal logs, at a bounded rate per reason, a connection the service
-// could not take for its caps.
-func (cp *capacity) logRefusal(lb *loadBalancer, c *tcp.Conn, why string) {
-	if ok, suppressed := cp.log.Allow(ratelog.String(why)); ok {
+// What a connection a capped service could not take is refused with, per
+// reason (tcp.ReasonQueue*).
+const (
+	whyQueueFull    = "every server of the service is at its maxConn and its queue is full"
+	whyQueueTimeout = "every server of the service is at its maxConn and it waited the queue timeout"
+	whyQueueEvicted = "every server of the service is at its maxConn and " + evictedWhy
+)
+
+// logRefusal records, and logs at a bounded rate per reason, a connection
+// the service could not take for its caps (why: tcp.ReasonQueue*).
+func (cp *capacity) logRefusal(lb *loadBalancer, c *tcp.Conn, why tcp.Reason) {
+	msg := whyQueueEvicted
+	switch why {
+	case tcp.ReasonQueueFull:
+		msg = whyQueueFull
+	case tcp.ReasonQueueTimeout:
+		msg = whyQueueTimeout
+	}
+	c.NoteRefusal(why, lb.name, msg)
+	if ok, suppressed := cp.log.Allow(uint64(why)); ok {
 		ev := lb.log.Warn().Str("service", lb.name).Str("router", c.Router).Str("client_ip", c.Client.Addr().String())
 		if suppressed > 0 {
 			ev = ev.Uint64("suppressed", suppressed)
 		}
-		ev.Msg("Connection refused: every server of the service is at its maxConn and " + why)
+		ev.Msg("Connection refused: " + msg)
 	}
 }
 
@@ -248,8 +420,8 @@ func (cp *capacity) logRefusal(lb *loadBalancer, c *tcp.Conn, why string) {
 func (cp *capacity) state() CapacityState {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	st := CapacityState{Queued: len(cp.queue), QueueMax: cp.maxSize, QueueTimeout: cp.timeout.String(),
-		RejectedFull: cp.full.Load(), TimedOut: cp.expired.Load()}
+	st := CapacityState{Queued: cp.queued, QueueMax: cp.maxSize, QueueTimeout: cp.timeout.String(),
+		RejectedFull: cp.full.Load(), TimedOut: cp.expired.Load(), QueuedClients: len(cp.clients), Evicted: cp.evicted.Load()}
 	for _, s := range append(cp.servers, cp.retired...) {
 		st.Servers = append(st.Servers, CapacityServer{Address: s.srv.address, Open: s.open, Max: max(s.max, 0), Inherited: s.inherited})
 	}
@@ -320,7 +492,7 @@ func (s *State) sweepCapacities(keep map[string]bool) {
 			continue
 		}
 		c.mu.Lock()
-		busy := len(c.queue) > 0 || len(c.retired) > 0
+		busy := c.queued > 0 || len(c.retired) > 0
 		for _, sv := range c.servers {
 			busy = busy || sv.open > 0 || sv.inherited > 0
 		}
@@ -345,7 +517,7 @@ func (s *State) capacity(service string) *capacity {
 	return cp
 }
 
-// Capacities at an upgrade (README, "Upgrading in place"). The old process
+// Capacities at an upgrade (docs/operations/upgrading.md). The old process
 // hands its per-server counts to the new one, which counts them against the
 // caps until each of those connections ends. From then on the old process
 // passes a slot its connections free to its own queue first, and reports

@@ -190,7 +190,7 @@ func TestQueueDrainsToServersStillUp(t *testing.T) {
 		t.Fatal("the first two were not served")
 	}
 	// Server a stops accepting: its health check fails and it is DOWN.
-	_ = a.ln.Close()
+	a.Close()
 	waitFor(t, "server a DOWN", func() bool { return s.State().ServerStatus("s@file")[a.addr()] == "DOWN" })
 	// Close both served connections: only b's slot may take a waiting one.
 	conns[0].Close()

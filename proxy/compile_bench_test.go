@@ -33,7 +33,7 @@ func bigConfig(n int) *config.TCPConfiguration {
 // BenchmarkCompile1000: the scale target is <= 50 ms per compile.
 func BenchmarkCompile1000(b *testing.B) {
 	cfg := bigConfig(1000)
-	st := NewState(zerolog.Nop())
+	st := NewState(zerolog.Nop(), StateOptions{})
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		Compile(cfg, []string{"tcp"}, st, zerolog.Nop())

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/proxy/internal/netpoll"
 	"github.com/tollgate-proxy/tollgate/proxy/rule"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
@@ -90,8 +92,8 @@ func TestAcceptedConnectionsHaveKeepalive(t *testing.T) {
 	if c, err := net.Dial("tcp", s.addr("tcp")); err == nil { // the probe resets it: an error is fine
 		defer c.Close()
 	}
-	if v := <-got; v[0] != 1 || v[1] != keepAliveIdle {
-		t.Fatalf("accepted socket SO_KEEPALIVE=%d TCP_KEEPIDLE=%d, want 1 and %d", v[0], v[1], keepAliveIdle)
+	if v := <-got; v[0] != 1 || v[1] != netpoll.KeepAliveIdle {
+		t.Fatalf("accepted socket SO_KEEPALIVE=%d TCP_KEEPIDLE=%d, want 1 and %d", v[0], v[1], netpoll.KeepAliveIdle)
 	}
 }
 
@@ -144,7 +146,7 @@ func TestCopyFallsBackWithoutPipes(t *testing.T) {
 	}
 	// Take the loops' pooled pipes out of reach, then every free descriptor
 	// below a lowered limit, so that no new pipe can be made.
-	var taken []*splicePipe
+	var taken []*netpoll.Pipe
 	var mu sync.Mutex
 	s.engine.each(func(l *loop) {
 		mu.Lock()
@@ -195,7 +197,7 @@ func TestCopyFallsBackWithoutPipes(t *testing.T) {
 	n := counters.SpliceFallbacks.Load()
 	restore()
 	for _, p := range taken {
-		p.close()
+		p.Close()
 	}
 	if !okNoPipe {
 		t.Fatal("the connection stopped echoing when no pipe could be created")
@@ -245,7 +247,7 @@ func TestSlotFreedWhenTheClientCloses(t *testing.T) {
 		if !ok {
 			t.Fatal("first connection not forwarded")
 		}
-		l := s.State().Limiters.Lookup("one@file")
+		l := limiterOf(s, "one@file")
 		c.Close()
 		if tc.delay < 0 {
 			time.Sleep(300 * time.Millisecond) // a window in which the slot must stay held
@@ -281,7 +283,7 @@ func TestBulkStreamsDoNotStall(t *testing.T) {
 	// does not fit, with more queued behind it.
 	s.engine.each(func(l *loop) {
 		for _, p := range l.pipes {
-			p.close()
+			p.Close()
 		}
 		l.pipes, l.pipeSize = nil, 4096
 	})
@@ -333,10 +335,9 @@ func TestTerminationDelayZeroEndsBothAtOnce(t *testing.T) {
 		ends <- err
 		time.Sleep(3 * time.Second) // its own side stays open
 	})
-	s := newTestServer(t, "tcp")
 	var buf syncBuffer
 	al := zerolog.New(&buf)
-	s.State().SetConnObservers(ConnObservers{AccessLog: &al})
+	s := newServerOpts(t, StateOptions{Observers: ConnObservers{AccessLog: &al}}, nil, "tcp")
 	cfg := singleRouter(be, nil)
 	zero := 0
 	cfg.Services["s"].LoadBalancer.TerminationDelay = &zero
@@ -349,7 +350,7 @@ func TestTerminationDelayZeroEndsBothAtOnce(t *testing.T) {
 	waitFor(t, "the connection to end while the backend holds its side", func() bool { return s.EntryPoint("tcp").Open() == 0 })
 	select {
 	case err := <-ends:
-		if err != io.EOF {
+		if !errors.Is(err, io.EOF) {
 			t.Fatalf("the backend read %v, want a clean end (EOF)", err)
 		}
 	case <-time.After(2 * time.Second):

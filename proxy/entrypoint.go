@@ -15,6 +15,9 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/ratelog"
 	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
+	"github.com/tollgate-proxy/tollgate/middleware/ratelimit"
+	"github.com/tollgate-proxy/tollgate/proxy/internal/netpoll"
+	"github.com/tollgate-proxy/tollgate/proxy/sniff"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
@@ -25,7 +28,7 @@ type EntryPoint struct {
 	name        string
 	address     string         // as configured (an upgrade reuses the socket for the same address)
 	inherited   bool           // the socket came from the process this one upgrades
-	lfd         int            // the listening socket, raw (see listenSocket)
+	lfd         int            // the listening socket, raw (see netpoll.Listen)
 	bound       netip.AddrPort // its address (port 0 resolved)
 	wildcard    bool           // bound to every address: a client's local address must be asked
 	engine      *engine        // the loops that accept and serve its connections
@@ -43,11 +46,24 @@ type EntryPoint struct {
 	accepted    atomic.Uint64
 	log         zerolog.Logger
 
-	// unrouted counts, per client IP, connections accepted and not yet routed
-	// (reading a PROXY header or a ClientHello); nil when unbounded.
+	// unrouted counts, per client key, connections accepted and not yet
+	// routed (reading a PROXY header or a ClientHello) while maxUnrouted (per
+	// IP) is above 0; its Key is how the entry point keys a client (IPv6 by
+	// its v6Bits prefix) for every per-client bound of its own.
 	unrouted    *inflightconn.Limiter
 	maxUnrouted int
+	v6Bits      int
 	unroutedLog ratelog.Limiter
+	// unroutedOpen counts every client's connections accepted and not yet
+	// routed (rconn.counted), against maxUnroutedTotal (0: no bound);
+	// unroutedFull those refused at that bound.
+	unroutedOpen     atomic.Int64
+	maxUnroutedTotal int64
+	unroutedFull     atomic.Uint64
+	unroutedFullLog  ratelog.Limiter
+	// handshakes is the full TLS handshakes its terminating routers may
+	// start per client key (tlsHandshakeRate); nil when unbounded.
+	handshakes *ratelimit.Limiter
 
 	// Connections served by goroutines (goserve.go), for the drain.
 	gmu    sync.Mutex
@@ -58,16 +74,28 @@ type EntryPoint struct {
 	acceptErrors  atomic.Uint64
 	acceptLog     ratelog.Limiter
 	noRouteGently ratelog.Limiter // which no-route closes are gentle (tcp.Conn.Refuse)
+	// refusals is the process's record of recent refusals (set by the
+	// Server; nil records nothing), and the others what it says of the
+	// entry point's own refusals, built once.
+	refusals                      *tcp.Refusals
+	whyUnrouted, whyUnroutedTotal string
+	// refuse is how its connections close when a limit refuses them
+	// (Options.Refuse, set by the Server).
+	refuse tcp.RefusePolicy
 	// redirect: plain HTTP requests no route takes are redirected
 	// (http.redirections.entryPoint, plainhttp.go).
 	redirect *config.Redirect
+
+	// listenerClosed: lfd is closed (its number may be another file's
+	// now), so Resume leaves it out.
+	listenerClosed atomic.Bool
 }
 
 // NewEntryPoint binds the entry point's address. An address in use is an
 // error naming the entry point and the address. Its connections are served
 // once Server.Start puts its listener in the loops.
 func NewEntryPoint(name string, cfg *config.EntryPoint, log zerolog.Logger) (*EntryPoint, error) {
-	fd, bound, wildcard, err := listenSocket(cfg.Address, cfg.ReusePort)
+	fd, bound, wildcard, err := netpoll.Listen(cfg.Address, cfg.ReusePort)
 	if err != nil {
 		return nil, fmt.Errorf("entry point %q cannot listen on %s: %w", name, cfg.Address, err)
 	}
@@ -75,12 +103,12 @@ func NewEntryPoint(name string, cfg *config.EntryPoint, log zerolog.Logger) (*En
 }
 
 // NewEntryPointFrom is NewEntryPoint on a listening socket this process
-// inherited from the one it upgrades (README, "Upgrading in place"): fd is
+// inherited from the one it upgrades (docs/operations/upgrading.md): fd is
 // not bound again, so no connection waiting in its queue is lost. fd must be
 // a listening TCP socket; it is made non-blocking and close-on-exec, and the
 // entry point owns it from then on (on error it is left to the caller).
 func NewEntryPointFrom(name string, cfg *config.EntryPoint, fd int, log zerolog.Logger) (*EntryPoint, error) {
-	bound, wildcard, err := inheritedListener(fd)
+	bound, wildcard, err := netpoll.Inherited(fd)
 	if err != nil {
 		return nil, fmt.Errorf("entry point %q: inherited socket %d for %s: %w", name, fd, cfg.Address, err)
 	}
@@ -97,8 +125,13 @@ func newEntryPoint(name string, cfg *config.EntryPoint, fd int, bound netip.Addr
 		log:         log.With().Str("entrypoint", name).Logger(),
 		serverFirst: config.DefaultServerFirstTimeout,
 		maxUnrouted: config.DefaultMaxUnroutedPerIP,
+		v6Bits:      config.DefaultIPv6Subnet,
 	}
+	e.unroutedFullLog.PerSecond = 1
 	e.table.Store(emptyTable)
+	total := -1 // the default, from the descriptor limit
+	hs := &config.TLSHandshakeRate{}
+	hs.SetDefaults()
 	e.redirect = cfg.Redirect()
 	if t := cfg.Transport; t != nil {
 		if t.RespondingTimeouts != nil {
@@ -110,9 +143,21 @@ func newEntryPoint(name string, cfg *config.EntryPoint, fd int, bound netip.Addr
 			e.acceptGrace = time.Duration(t.LifeCycle.RequestAcceptGraceTimeout)
 		}
 		e.maxUnrouted = t.MaxUnroutedPerIP
+		e.v6Bits = t.IPv6Subnet
+		if t.MaxUnrouted != nil {
+			total = *t.MaxUnrouted
+		}
+		hs = t.TLSHandshakeRate
 	}
-	if e.maxUnrouted > 0 {
-		e.unrouted = inflightconn.NewLimiter(int64(e.maxUnrouted), false, 0)
+	e.unrouted = inflightconn.NewLimiter(int64(e.maxUnrouted), false, e.v6Bits)
+	if total < 0 {
+		total = defaultMaxUnrouted()
+	}
+	e.maxUnroutedTotal = int64(total)
+	e.whyUnrouted = fmt.Sprintf("too many unrouted connections from this client (entryPoints.%s.transport.maxUnroutedPerIP=%d)", name, e.maxUnrouted)
+	e.whyUnroutedTotal = fmt.Sprintf("too many unrouted connections on the entry point (entryPoints.%s.transport.maxUnrouted=%d)", name, e.maxUnroutedTotal)
+	if hs != nil && hs.Average > 0 {
+		e.handshakes = ratelimit.NewLimiter(ratelimit.Rule{Average: hs.Average, Period: time.Duration(hs.Period), Burst: hs.Burst}, e.v6Bits, nil)
 	}
 	if pp := cfg.ProxyProtocol; pp != nil {
 		e.ppEnabled = true
@@ -138,7 +183,10 @@ func newEntryPoint(name string, cfg *config.EntryPoint, fd int, bound netip.Addr
 func (e *EntryPoint) CloseListener() { e.closeListener() }
 
 func (e *EntryPoint) closeListener() {
-	e.closeOnce.Do(func() { _ = unix.Close(e.lfd) })
+	e.closeOnce.Do(func() {
+		e.listenerClosed.Store(true)
+		_ = unix.Close(e.lfd)
+	})
 }
 
 // Listener returns the configured address and the listening socket, for a
@@ -170,21 +218,33 @@ func (e *EntryPoint) AcceptErrors() uint64 { return e.acceptErrors.Load() }
 // UnroutedState is the live view of an entry point's connections accepted
 // but not yet routed.
 type UnroutedState struct {
-	// MaxPerIP is the bound per client IP; 0 when unbounded.
-	MaxPerIP int `json:"maxPerIP"`
-	// Connections and Clients are the connections waiting now and their
-	// distinct client IPs; Rejected counts those refused at the bound.
+	// MaxPerIP is the bound per client IP (IPv6: per IPv6Subnet prefix); 0
+	// when unbounded.
+	MaxPerIP   int `json:"maxPerIP"`
+	IPv6Subnet int `json:"ipv6Subnet,omitempty"`
+	// Connections and Clients are the connections the per-IP bound counts
+	// now and their distinct client keys; Rejected counts those refused at
+	// that bound.
 	Connections int64                      `json:"connections"`
 	Clients     int64                      `json:"clients"`
 	Rejected    uint64                     `json:"rejectedTotal"`
 	Top         []inflightconn.ClientCount `json:"topClients,omitempty"`
+	// Max is the bound on every client's unrouted connections together (0:
+	// none), Open those connections now (a trusted PROXY sender's too, and
+	// with no per-IP bound), RejectedMax those refused at Max.
+	Max         int64  `json:"max"`
+	Open        int64  `json:"open"`
+	RejectedMax uint64 `json:"maxRejectedTotal"`
 }
 
 // Unrouted returns the connections waiting to be routed, with up to top
-// client IPs by count.
+// client keys by count.
 func (e *EntryPoint) Unrouted(top int) UnroutedState {
-	st := UnroutedState{MaxPerIP: e.maxUnrouted}
-	if e.unrouted == nil {
+	st := UnroutedState{MaxPerIP: e.maxUnrouted, Max: e.maxUnroutedTotal, Open: e.unroutedOpen.Load(), RejectedMax: e.unroutedFull.Load()}
+	if e.v6Bits > 0 && e.v6Bits < 128 {
+		st.IPv6Subnet = e.v6Bits
+	}
+	if e.maxUnrouted == 0 {
 		return st
 	}
 	ls := e.unrouted.Snapshot(top)
@@ -200,14 +260,6 @@ func (e *EntryPoint) SetTable(t *Table) {
 	e.table.Store(t)
 }
 
-// serveAccepted takes a connection loop l has just accepted: routed at
-// once when routing needs no byte, else counted against its IP's bound on
-// unrouted connections (before a byte is read) and read first on the loop.
-func (e *EntryPoint) serveAccepted(l *loop, fd int, peer netip.AddrPort) {
-	e.accepted.Add(1)
-	e.serve(e.newConn(l, fd, peer), nil)
-}
-
 // serve routes a new connection at once when the entry point needs no byte
 // to route it (read, what was read from it already, goes to the backend
 // first), or starts reading it; it reports whether it is being read.
@@ -217,15 +269,15 @@ func (e *EntryPoint) serve(rc *rconn, read []byte) bool {
 		if len(read) > 0 {
 			c.Peeked = read
 		}
-		rc.enterChain(t) // routing and middlewares never block; the dial does not either
+		e.route(rc, t) // routing and middlewares never block; the dial does not either
 		return false
 	}
 	held, ok, gently := e.admitUnrouted(c)
 	if !ok {
-		c.Refuse(tcp.Gently(gently))
+		c.Refuse(c.Gently(gently))
 		return false
 	}
-	rc.held = held
+	rc.held, rc.counted = held, true
 	e.startPreroute(rc, t)
 	return rc.state == statePreroute
 }
@@ -236,7 +288,7 @@ func (e *EntryPoint) newConn(l *loop, fd int, peer netip.AddrPort) *rconn {
 	rc := l.newRconn()
 	*rc = rconn{l: l, ep: e, cfd: fd, bfd: -1, timerIdx: -1}
 	c := &rc.c
-	c.Sock, c.Client, c.EntryPoint = rc, peer, e.name
+	c.Sock, c.Client, c.EntryPoint, c.Refusals, c.RefusePolicy = rc, peer, e.name, e.refusals, e.refuse
 	if e.wildcard {
 		c.LocalUnknown = true
 	} else {
@@ -307,26 +359,75 @@ func (b *acceptBackoff) failed(err error, now time.Time) time.Duration {
 }
 
 // admitUnrouted counts a connection that must be read before it is routed
-// against its client IP's bound, and returns the key it holds (invalid when
-// none). A sender trusted for PROXY protocol speaks for many clients: it is
-// not counted as one, and serveReading counts its connection under the client
-// its header names once it is read.
+// against the entry point's bound on every client's unrouted connections,
+// then against its client key's bound, and returns the key it holds
+// (invalid when none); once admitted it is counted (rconn.counted) until
+// releaseUnrouted. A sender trusted for PROXY protocol speaks for many
+// clients: it is not counted as one client, and rconn.decide counts its
+// connection under the client its header names once it is read. Refused,
+// ok is false and gently says how to close it.
 func (e *EntryPoint) admitUnrouted(c *tcp.Conn) (held netip.Addr, ok, gently bool) {
-	if e.unrouted == nil {
+	a := c.Client.Addr()
+	if n := e.unroutedOpen.Add(1); e.maxUnroutedTotal > 0 && n > e.maxUnroutedTotal {
+		e.unroutedOpen.Add(-1)
+		e.unroutedFull.Add(1)
+		c.NoteRefusal(tcp.ReasonUnroutedTotal, "", e.whyUnroutedTotal)
+		return netip.Addr{}, false, e.rejectUnroutedTotal(a)
+	}
+	if e.ppEnabled && prefixesContain(e.trusted, a) {
 		return netip.Addr{}, true, false
 	}
-	k := c.Client.Addr()
-	if e.ppEnabled && prefixesContain(e.trusted, k) {
+	k, ok, gently := e.holdUnrouted(c)
+	if !ok {
+		e.unroutedOpen.Add(-1)
+	}
+	return k, ok, gently
+}
+
+// holdUnrouted counts an unrouted connection of c's client address
+// against its key's bound (maxUnroutedPerIP; IPv6 by the ipv6Subnet
+// prefix) and returns the key it holds, invalid when there is no bound.
+func (e *EntryPoint) holdUnrouted(c *tcp.Conn) (held netip.Addr, ok, gently bool) {
+	if e.maxUnrouted == 0 {
 		return netip.Addr{}, true, false
 	}
+	k := e.unrouted.Key(c.Client.Addr())
 	if !e.unrouted.Acquire(k) {
+		c.NoteRefusal(tcp.ReasonUnrouted, "", e.whyUnrouted)
 		return netip.Addr{}, false, e.rejectUnrouted(k)
 	}
 	return k, true, false
 }
 
+// releaseUnrouted ends what admitUnrouted counted: the connection and the
+// key k it held (invalid when none).
+func (e *EntryPoint) releaseUnrouted(k netip.Addr) {
+	e.unroutedOpen.Add(-1)
+	if k.IsValid() {
+		e.unrouted.Release(k)
+	}
+}
+
+// clientKey is the key the entry point's own per-client bounds count a
+// client address under: the address (unmapped), an IPv6 one by its
+// ipv6Subnet prefix.
+func (e *EntryPoint) clientKey(a netip.Addr) netip.Addr { return e.unrouted.Key(a) }
+
+// defaultMaxUnrouted is the default bound on an entry point's unrouted
+// connections: a quarter of the process's descriptor limit (Go raises the
+// soft limit to the hard one at start), so that connections nobody has
+// routed yet cannot take the descriptors the routed ones and their backends
+// need.
+func defaultMaxUnrouted() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY || rl.Cur > 1<<30 {
+		return 1 << 18
+	}
+	return max(int(rl.Cur/4), 1)
+}
+
 // rejectUnrouted logs, at a bounded rate, a connection refused at the bound
-// on unrouted connections (the limiter counted it).
+// on unrouted connections per client (the limiter counted it).
 func (e *EntryPoint) rejectUnrouted(k netip.Addr) (logged bool) {
 	ok, suppressed := e.unroutedLog.Allow(ratelog.Addr(k))
 	if !ok {
@@ -336,35 +437,78 @@ func (e *EntryPoint) rejectUnrouted(k netip.Addr) (logged bool) {
 	if suppressed > 0 {
 		ev = ev.Uint64("suppressed", suppressed)
 	}
-	ev.Str("error", fmt.Sprintf("too many unrouted connections from %s (entryPoints.%s.transport.maxUnroutedPerIP=%d)", k, e.name, e.maxUnrouted)).
+	what := k.String()
+	if k.Is6() && e.v6Bits > 0 && e.v6Bits < 128 {
+		what = fmt.Sprintf("%s/%d", k, e.v6Bits)
+	}
+	ev.Str("error", fmt.Sprintf("too many unrouted connections from %s (entryPoints.%s.transport.maxUnroutedPerIP=%d)", what, e.name, e.maxUnrouted)).
 		Msg("Connection rejected")
 	return true
 }
 
-// route matches c against t and hands it to the router's chain. It returns
-// once the connection is rejected or handed to its service.
-func (e *EntryPoint) route(c *tcp.Conn, t *Table) {
+// rejectUnroutedTotal logs, at most once a second, a connection from a
+// refused at the bound on every client's unrouted connections (counted in
+// unroutedFull).
+func (e *EntryPoint) rejectUnroutedTotal(a netip.Addr) (logged bool) {
+	ok, suppressed := e.unroutedFullLog.Allow(0)
+	if !ok {
+		return false
+	}
+	ev := e.log.Warn().Str("client_ip", a.String())
+	if suppressed > 0 {
+		ev = ev.Uint64("suppressed", suppressed)
+	}
+	ev.Str("error", fmt.Sprintf("too many unrouted connections on the entry point (entryPoints.%s.transport.maxUnrouted=%d)", e.name, e.maxUnroutedTotal)).
+		Msg("Connection rejected")
+	return true
+}
+
+// whyNoRoute is what the record of recent refusals says of a connection
+// no router takes.
+const whyNoRoute = "no router matches the connection"
+
+// route matches rc's connection against t and hands it to its router's
+// chain, which takes it to the service's plane (loadBalancer.ServeTCP); it
+// returns once the connection is refused or handed on. A chain that has not
+// finished with it when it returns (a middleware waiting for a shared
+// store's answer, tcp.Conn.Later) holds it: it is pinned, never recycled
+// (loop.recycle).
+func (e *EntryPoint) route(rc *rconn, t *Table) {
+	rc.state = stateRouting
+	if h := e.handlerFor(&rc.c, t); h != nil {
+		h.ServeTCP(&rc.c)
+	}
+	if rc.state == stateRouting {
+		rc.pinned = true
+	}
+}
+
+// handlerFor returns the chain of the router t matches for c, counted as
+// the router's; nil when c was answered (a TLS-ALPN-01 validation, a plain
+// HTTP request no route takes) or refused (no route) instead.
+func (e *EntryPoint) handlerFor(c *tcp.Conn, t *Table) tcp.Handler {
 	if len(t.acme) > 0 && c.SNI != "" && len(c.ALPN) == 1 && c.ALPN[0] == acmeTLS1 {
 		if kp := validation(t.acme, c); kp != nil {
 			e.answerChallenge(c, kp)
-			return
+			return nil
 		}
 	}
 	r := t.match(c)
 	if r == nil {
-		if (len(t.http01) > 0 || e.redirect != nil) && !isTLS(c.Peeked) {
+		if (len(t.http01) > 0 || e.redirect != nil) && !sniff.IsTLS(c.Peeked) {
 			e.answerHTTP(c, t.http01)
-			return
+			return nil
 		}
 		e.noRoute.Add(1)
+		c.NoteRefusal(tcp.ReasonNoRoute, "", whyNoRoute)
 		gently, _ := e.noRouteGently.Allow(ratelog.Addr(c.Client.Addr()))
-		c.Refuse(tcp.Gently(gently))
-		return
+		c.Refuse(c.Gently(gently))
+		return nil
 	}
 	c.Router = r.name
 	r.open.Add(1)
 	c.Defer(r)
-	r.handler.ServeTCP(c)
+	return r.handler
 }
 
 // Shutdown stops accepting, lets live connections drain for the grace
@@ -407,15 +551,6 @@ func (e *EntryPoint) shutdown(ctx context.Context, keepAccepting bool) {
 	}
 	e.abortGoroutines()
 }
-
-// Client keepalive: a client that vanishes without a FIN or RST (a NAT that
-// forgot it, a host that lost power) would hold its inFlightConn slot for
-// ever. Probes after 30 s idle, every 15 s, 4 unanswered: freed within ~90 s.
-const (
-	keepAliveIdle     = 30
-	keepAliveInterval = 15
-	keepAliveCount    = 4
-)
 
 func addrPort(a net.Addr) netip.AddrPort {
 	if ta, ok := a.(*net.TCPAddr); ok {

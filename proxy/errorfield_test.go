@@ -6,6 +6,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/middleware/ratelimit"
 )
 
 // Every compile error says which field it is about, so that tollgate check
@@ -32,6 +33,7 @@ func TestCompileErrorsNameTheirField(t *testing.T) {
 			"neg":  {InFlightConn: &config.TCPInFlightConn{Amount: neg}},
 			"bits": {InFlightConn: &config.TCPInFlightConn{Amount: 1, IPv6Subnet: &bits}},
 			"zero": {InFlightConn: &config.TCPInFlightConn{Amount: 0}},
+			"mode": {InFlightConn: &config.TCPInFlightConn{Amount: 1, FailureMode: "open"}},
 			"cidr": {IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"10.0.0.0/8", "10.0.0.0/33"}}},
 			"host": {IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"127.0.0.9/8"}}},
 			"rneg": {RateLimit: &config.TCPRateLimit{Average: neg}},
@@ -41,7 +43,7 @@ func TestCompileErrorsNameTheirField(t *testing.T) {
 			"rbur": {RateLimit: &config.TCPRateLimit{Average: 1, Burst: &zeroBurst}},
 		},
 	}
-	_, rt := Compile(cfg, []string{"tcp"}, NewState(zerolog.Nop()), zerolog.Nop())
+	_, rt := Compile(cfg, []string{"tcp"}, NewState(zerolog.Nop(), StateOptions{}), zerolog.Nop())
 	for _, tc := range []struct {
 		st    *ResourceStatus
 		field string
@@ -58,6 +60,9 @@ func TestCompileErrorsNameTheirField(t *testing.T) {
 		{&rt.Middlewares["neg"].ResourceStatus, "inFlightConn.amount"},
 		{&rt.Middlewares["bits"].ResourceStatus, "inFlightConn.ipv6Subnet"},
 		{&rt.Middlewares["zero"].ResourceStatus, "inFlightConn.amount"},
+		// A failureMode without a store is a warning about failureMode,
+		// not about the amount (it was pinned on inFlightConn.amount).
+		{&rt.Middlewares["mode"].ResourceStatus, "inFlightConn.failureMode"},
 		{&rt.Middlewares["cidr"].ResourceStatus, "ipAllowList.sourceRange[1]"},
 		{&rt.Middlewares["host"].ResourceStatus, "ipAllowList.sourceRange[0]"},
 		{&rt.Middlewares["rneg"].ResourceStatus, "rateLimit.average"},
@@ -72,8 +77,9 @@ func TestCompileErrorsNameTheirField(t *testing.T) {
 	}
 	for name, status := range map[string]string{"rneg": StatusDisabled, "rper": StatusDisabled, "rbit": StatusDisabled, "ravg": StatusWarning, "rbur": StatusWarning} {
 		mi := rt.Middlewares[name]
-		if mi.Status != status || mi.Type != "RateLimit" || (status == StatusWarning) != (mi.LiveRateLimiter() != nil) {
-			t.Errorf("%s: status %s type %q limiter %v, want %s RateLimit", name, mi.Status, mi.Type, mi.LiveRateLimiter() != nil, status)
+		_, limiter := mi.Live().(*ratelimit.Limiter)
+		if mi.Status != status || mi.Type != "RateLimit" || (status == StatusWarning) != limiter {
+			t.Errorf("%s: status %s type %q limiter %v, want %s RateLimit", name, mi.Status, mi.Type, limiter, status)
 		}
 	}
 }
@@ -84,7 +90,7 @@ func TestAllowListHostBitsWarn(t *testing.T) {
 	cfg := &config.TCPConfiguration{Middlewares: map[string]*config.TCPMiddleware{
 		"host": {IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"127.0.0.9/8", "::ffff:0:0/96"}}},
 	}}
-	_, rt := Compile(cfg, []string{"tcp"}, NewState(zerolog.Nop()), zerolog.Nop())
+	_, rt := Compile(cfg, []string{"tcp"}, NewState(zerolog.Nop(), StateOptions{}), zerolog.Nop())
 	mi := rt.Middlewares["host"]
 	if mi.Status != StatusWarning || len(mi.Err) != 2 || mi.ErrorField(1) != "ipAllowList.sourceRange[1]" {
 		t.Fatalf("status %s, errors %q", mi.Status, mi.Err)

@@ -17,17 +17,19 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-proxy/tollgate/internal/ratelog"
+	"github.com/tollgate-proxy/tollgate/proxy/internal/netpoll"
+	"github.com/tollgate-proxy/tollgate/proxy/sniff"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
-// Connections served by goroutines (README, "TLS termination"). The event
+// Connections served by goroutines (docs/reference/tls.md, "Termination"). The event
 // loops cannot do TLS: a connection whose router terminates TLS, or whose
 // server is dialled with TLS, is routed and admitted on its loop like any
 // other (the ClientHello read there, inFlightConn, ipAllowList and
 // rateLimit decided before any handshake work), then leaves the loop: its
 // socket becomes a *net.TCPConn, one goroutine does the handshakes and the
 // dial, and the copy runs on a goroutine per direction while bytes move,
-// none once it is idle (proxyGo, idlewait.go).
+// none once it is idle (startCopy, netpoll.IdleWaiter).
 // The entry point owns these goroutines: Shutdown closes their sockets at
 // the end of the drain and waits for them.
 
@@ -38,10 +40,10 @@ type gconn struct {
 	ep     *EntryPoint
 	raw    *net.TCPConn // the client socket
 	stream net.Conn     // what the client's bytes are read from: raw, or the TLS connection
-	began  time.Time
-	pg     bool // a PostgreSQL client that asked for TLS (postgres.go)
-	// copying: the copy started (proxyGo) and ends the connection; set and
-	// read by the goroutine that runs serve.
+	p      plan         // the load balancer's pick, slot and retry
+	pg     bool         // a PostgreSQL client that asked for TLS (postgres.go)
+	// copying: the copy started (startCopy) and ends the connection; set
+	// and read by the goroutine that runs serve.
 	copying bool
 
 	mu      sync.Mutex
@@ -109,15 +111,15 @@ func (g *gconn) abort() {
 	}
 }
 
-// detach takes rc's connection off its loop and returns it as a gconn, or
-// nil when that failed (then the connection is refused). It runs on the
+// leaveLoop takes rc's connection off its loop and returns it as a gconn,
+// or nil when that failed (then the connection is refused). It runs on the
 // loop, in the router's chain.
-func detach(rc *rconn) *gconn {
+func (rc *rconn) leaveLoop() *gconn {
 	c := &rc.c
 	rc.pinned = true // its tcp.Conn goes with it
 	c.LocalAddr()    // while the raw socket is at hand
 	if rc.cReg {
-		_ = unix.EpollCtl(rc.l.epfd, unix.EPOLL_CTL_DEL, rc.cfd, nil)
+		rc.l.poll.Remove(rc.cfd)
 		rc.cReg = false
 	}
 	if rc.timerAt != 0 {
@@ -146,10 +148,10 @@ func detach(rc *rconn) *gconn {
 	return g
 }
 
-// goServe runs serve on a goroutine the entry point owns; shutdown aborts
-// g and waits for it. A connection that reaches its copy (proxyGo) stays
+// spawn runs serve on a goroutine the entry point owns; shutdown aborts g
+// and waits for it. A connection that reaches its copy (startCopy) stays
 // owned until the copy's end, when the goroutine that ran serve is long gone.
-func (e *EntryPoint) goServe(g *gconn, serve func(*gconn)) {
+func (e *EntryPoint) spawn(g *gconn, serve func(*gconn)) {
 	e.gmu.Lock()
 	if e.gconns == nil {
 		e.gconns = map[*gconn]struct{}{}
@@ -215,18 +217,18 @@ type terminator struct {
 
 var _ tcp.Handler = (*terminator)(nil)
 
-func (t *terminator) ServeTCP(c *tcp.Conn) { goServeConn(c, t.serve) }
+func (t *terminator) ServeTCP(c *tcp.Conn) { offLoop(c, t.handshake) }
 
-// goServeConn takes c off its loop and serves it with serve on a goroutine
-// of its entry point; a connection that is not on a loop is rejected.
-func goServeConn(c *tcp.Conn, serve func(*gconn)) {
+// offLoop takes c off its loop and serves it with serve on a goroutine of
+// its entry point; a connection that is not on a loop is rejected.
+func offLoop(c *tcp.Conn, serve func(*gconn)) {
 	rc, ok := c.Sock.(*rconn)
 	if !ok {
 		c.Reject()
 		return
 	}
-	if g := detach(rc); g != nil {
-		g.ep.goServe(g, serve)
+	if g := rc.leaveLoop(); g != nil {
+		g.ep.spawn(g, serve)
 	}
 }
 
@@ -240,10 +242,13 @@ func (g *gconn) handshakeDeadline() {
 	_ = g.raw.SetDeadline(time.Now().Add(timeout))
 }
 
-// replayConn reads the bytes peeked before routing, then the socket.
+// replayConn reads the bytes peeked before routing, then the socket. g is
+// the connection a terminating router's handshake is for (its entry point
+// bounds full handshakes per client: fullHandshake); nil for the others.
 type replayConn struct {
 	*net.TCPConn
 	pending []byte
+	g       *gconn
 }
 
 func (r *replayConn) Read(p []byte) (int, error) {
@@ -258,10 +263,12 @@ func (r *replayConn) Read(p []byte) (int, error) {
 	return r.TCPConn.Read(p)
 }
 
-func (t *terminator) serve(g *gconn) {
+// handshake completes the TLS handshake with the client, then hands the
+// connection to the router's chain after the terminator, on its goroutine.
+func (t *terminator) handshake(g *gconn) {
 	c := g.c
 	g.handshakeDeadline()
-	tc := tls.Server(&replayConn{TCPConn: g.raw, pending: c.Peeked}, t.conf)
+	tc := tls.Server(&replayConn{TCPConn: g.raw, pending: c.Peeked, g: g}, t.conf)
 	c.Peeked = nil
 	if err := tc.Handshake(); err != nil {
 		i := classifyHandshake(err)
@@ -282,114 +289,86 @@ func (t *terminator) serve(g *gconn) {
 	t.next.ServeTCP(c)
 }
 
-// serveGo serves a goroutine-served connection with lb: a server with a
-// free slot, the dial (TLS when the server says so), then the copy. A
-// failed dial tries the next healthy server once, as on the loop. Over
-// every server's maxConn it waits in the service's queue, in line with the
-// loops' connections (waitSlot).
-func (lb *loadBalancer) serveGo(g *gconn) {
+// carry takes a goroutine-served connection from the service's pick to
+// its end (plane): a server with a free slot, the dial (TLS when the server
+// says so), then the copy. A failed dial tries the other server once, as on
+// the loop (plan.dialFailed). Over every server's maxConn it waits in the
+// service's queue, in line with the loops' connections (waitSlot).
+func (g *gconn) carry(lb *loadBalancer) {
 	c := g.c
-	if lb.obs != nil {
-		g.began = time.Now()
+	var w goWait // made only for a capped service: an allocation the others do without
+	if lb.cap != nil {
+		w = make(goWait, 1)
 	}
-	var first *server
-	for attempt := 0; attempt < 2; attempt++ {
-		var srv *server
-		var slot *capServer
-		if cp := lb.cap; cp != nil {
-			if attempt == 0 {
-				slot = lb.waitSlot(g, cp)
-			} else { // the retry after a failed dial takes a free slot or none, as on the loop
-				cp.mu.Lock()
-				slot = cp.take()
-				cp.mu.Unlock()
-			}
-			if slot == nil {
-				break
-			}
-			srv = &slot.srv
-		} else if idx := lb.pick(); idx >= 0 {
-			srv = &lb.servers[idx]
-		} else {
-			break
+	switch g.p.begin(lb, c, w, g.ep.clientKey(c.Client.Addr())) {
+	case pickQueued:
+		if !g.waitSlot(w) {
+			c.Refuse(true)
+			return
 		}
-		if attempt > 0 && srv == first {
-			if slot != nil {
-				lb.cap.release(slot)
-			}
-			break
-		}
-		first = srv
-		b, err := lb.dialGo(g, srv)
-		if err != nil {
-			if slot != nil {
-				lb.cap.release(slot)
-			}
-			lb.counters.DialErrors.Add(1)
-			if ok, suppressed := lb.counters.dialLog.Allow(ratelog.String(srv.address)); ok {
-				ev := lb.log.Warn().Err(err).Str("service", lb.name).Str("server", srv.address).Str("router", c.Router)
-				if suppressed > 0 {
-					ev = ev.Uint64("suppressed", suppressed)
-				}
-				ev.Msg("backend dial failed")
-			}
-			if len(lb.servers) < 2 {
-				break
-			}
-			continue
-		}
-		lb.proxyGo(g, srv, b, slot)
+	case pickRefused:
+		c.Refuse(true)
 		return
 	}
-	c.Refuse(true)
+	for {
+		b, err := g.dial()
+		if err == nil {
+			g.startCopy(b)
+			return
+		}
+		if !g.p.dialFailed(c, err) {
+			c.Refuse(true)
+			return
+		}
+	}
 }
 
+// carryOn carries g, which left its loop for its service's TLS dial, with
+// that service (g.p.lb, set before it left).
+func carryOn(g *gconn) { g.carry(g.p.lb) }
+
 // goWait is a goroutine-served connection in a capped service's queue: the
-// slot arrives on the channel (buffered, so dispatch never blocks).
+// slot arrives on the channel (buffered, so dispatch never blocks), or nil
+// when it lost its place to a client holding fewer.
 type goWait chan *capServer
 
 func (w goWait) handSlot(_ *capacity, s *capServer) { w <- s }
 
-// waitSlot takes a free slot of cp, or waits in its queue for one until the
-// queue timeout, its client's close or the connection's abort; nil when
-// none came (a refusal at the timeout or a full queue is counted and
+// waitSlot waits at the plan's place in the queue for a slot until the
+// queue timeout, its client's close or the connection's abort: false when
+// none came (a refusal at the timeout or an eviction is counted and
 // logged).
-func (lb *loadBalancer) waitSlot(g *gconn, cp *capacity) *capServer {
-	w := make(goWait, 1)
-	s, queued := cp.admit(w)
-	if s != nil {
-		return s
-	}
-	if !queued {
-		cp.full.Add(1)
-		cp.logRefusal(lb, g.c, "its queue is full")
-		return nil
-	}
-	cp.mu.Lock()
-	timeout := cp.timeout
-	cp.mu.Unlock()
-	t := time.NewTimer(timeout)
+func (g *gconn) waitSlot(w goWait) bool {
+	t := time.NewTimer(g.p.waitLimit())
 	defer t.Stop()
 	gone, unwatch := g.watchClose()
 	defer unwatch()
+	var got *capServer
 	select {
-	case s := <-w:
-		return s
+	case got = <-w:
 	case <-t.C:
-		if cp.leave(w) {
-			cp.expired.Add(1)
-			cp.logRefusal(lb, g.c, "it waited the queue timeout")
-			return nil
+		if g.p.timedOut(g.c) {
+			return false
 		}
-		return <-w // handed a slot as the wait ended: take it
+		got = <-w // handed a slot (or evicted) as the wait ended: take it
 	case <-gone:
+		g.leaveQueue(w)
+		return false
 	case <-g.stop:
+		g.leaveQueue(w)
+		return false
 	}
-	// The client closed, or the entry point shuts down: the wait ends.
-	if !cp.leave(w) {
-		cp.release(<-w)
+	return g.p.handed(g.c, got)
+}
+
+// leaveQueue ends a wait in the queue that its client's close or the entry
+// point's shutdown cut short: a slot handed meanwhile is given back.
+func (g *gconn) leaveQueue(w goWait) {
+	if !g.p.leave() {
+		if s := <-w; s != nil {
+			g.p.lb.cap.release(s)
+		}
 	}
-	return nil
 }
 
 // watchClose reports, while a connection waits for a slot, its client's
@@ -431,11 +410,12 @@ func (g *gconn) watchClose() (gone <-chan struct{}, unwatch func()) {
 	}
 }
 
-// dialGo connects to srv with the service's transport: the PROXY header
-// first when configured, then TLS when the server is dialled with it
-// (after a PostgreSQL SSLRequest when the client started with one). A
-// backend certificate that does not verify is an error saying why.
-func (lb *loadBalancer) dialGo(g *gconn, srv *server) (net.Conn, error) {
+// dial connects to the plan's server with the service's transport: the
+// PROXY header first when configured, then TLS when the server is dialled
+// with it (after a PostgreSQL SSLRequest when the client started with
+// one). A backend certificate that does not verify is an error saying why.
+func (g *gconn) dial() (net.Conn, error) {
+	lb, srv := g.p.lb, g.p.srv
 	d := net.Dialer{Timeout: lb.dialTimeout, KeepAlive: lb.keepAlive}
 	b, err := d.Dial("tcp", srv.address)
 	if err != nil {
@@ -461,7 +441,7 @@ func (lb *loadBalancer) dialGo(g *gconn, srv *server) (net.Conn, error) {
 	if g.pg {
 		// A PostgreSQL server takes TLS only after an SSLRequest, as the
 		// client asked tollgate (postgres.go).
-		if err := pgStartTLS(b, lb.dialTimeout); err != nil {
+		if err := sniff.PGStartTLS(b, lb.dialTimeout); err != nil {
 			_ = b.Close()
 			lb.counters.TLSErrors.Add(1)
 			return nil, &backendTLSError{err}
@@ -610,13 +590,13 @@ func (r *rawReader) read() ([]byte, int, error) {
 	return r.buf, r.n, nil
 }
 
-// copyGo copies src to dst until src ends, as io.Copy does (nil at the
+// copyBlocking copies src to dst until src ends, as io.Copy does (nil at the
 // end of src, the first error otherwise), through the pooled buffers above,
 // counting each read as work of ep's goroutines (goWorked). A connection
 // is served by goroutines because one of its sides is TLS, so nothing
 // splices here; two plain TCP sockets still go through io.Copy, which
 // splices them.
-func copyGo(dst io.Writer, src io.Reader, ep *EntryPoint) (written int64, err error) {
+func copyBlocking(dst io.Writer, src io.Reader, ep *EntryPoint) (written int64, err error) {
 	_, rawDst := dst.(*net.TCPConn)
 	tcpSrc, rawSrc := src.(*net.TCPConn)
 	if rawDst && rawSrc {
@@ -690,18 +670,18 @@ func halfClose(conn net.Conn, raw *net.TCPConn) {
 	}
 }
 
-// proxyGo copies both ways between the client and b until both ended, with
-// the termination delay once one has, releasing the client's limiter slots
-// when the client's side ends (as the loop does), and slot, the server's
-// maxConn place, at the end.
+// startCopy copies both ways between the client and b until both ended,
+// with the termination delay once one has, releasing the client's limiter
+// slots when the client's side ends (as the loop does); the connection ends
+// as every proxied one does (plan.finish).
 //
 // Each direction runs on goroutines of its own, and the caller's returns:
 // it did the TLS handshakes, whose cryptography grew its stack to tens of
-// KiB. A direction holds no goroutine while no bytes come (goCopy.pump);
+// KiB. A direction holds no goroutine while no bytes come (copyPair.pump);
 // one whose socket cannot be watched waits in its source's Read
-// (goCopy.run). Whichever direction ends last ends the connection
-// (goCopy.done).
-func (lb *loadBalancer) proxyGo(g *gconn, srv *server, b net.Conn, slot *capServer) {
+// (copyPair.run). Whichever direction ends last ends the connection
+// (copyPair.done).
+func (g *gconn) startCopy(b net.Conn) {
 	c := g.c
 	var braw *net.TCPConn
 	switch bc := b.(type) {
@@ -714,14 +694,14 @@ func (lb *loadBalancer) proxyGo(g *gconn, srv *server, b net.Conn, slot *capServ
 		_, err := b.Write(c.Peeked)
 		c.Peeked = nil
 		if err != nil {
-			lb.endGo(g, srv, b, 0, 0, true, slot)
+			g.end(b, 0, 0, true)
 			return
 		}
 	}
-	p := &goCopy{lb: lb, g: g, srv: srv, b: b, slot: slot, pending: 2}
-	p.dirs[0] = goDir{up: true, src: g.stream, dst: b, rawDst: braw}
-	p.dirs[1] = goDir{up: false, src: b, dst: g.stream, rawDst: g.raw}
-	if w, err := theWaiter(); err == nil {
+	p := &copyPair{delay: g.p.lb.delay, g: g, b: b, pending: 2}
+	p.dirs[0] = copyDir{up: true, src: g.stream, dst: b, rawDst: braw}
+	p.dirs[1] = copyDir{up: false, src: b, dst: g.stream, rawDst: g.raw}
+	if w, err := netpoll.Idle(); err == nil {
 		p.waiter = w
 		p.dirs[0].watched()
 		p.dirs[1].watched()
@@ -744,15 +724,13 @@ func (lb *loadBalancer) proxyGo(g *gconn, srv *server, b net.Conn, slot *capServ
 	}
 }
 
-// goCopy is a goroutine-served connection's copy, both directions.
-type goCopy struct {
-	lb     *loadBalancer
+// copyPair is a goroutine-served connection's copy, both directions.
+type copyPair struct {
+	delay  time.Duration // the termination delay; negative waits without limit
 	g      *gconn
-	srv    *server
 	b      net.Conn
-	slot   *capServer
-	waiter *idleWaiter
-	dirs   [2]goDir // client to server, server to client
+	waiter *netpoll.IdleWaiter
+	dirs   [2]copyDir // client to server, server to client
 
 	mu      sync.Mutex
 	pending int // directions not ended yet
@@ -761,8 +739,8 @@ type goCopy struct {
 	timer   *time.Timer // the termination delay, once one direction ended
 }
 
-// goDir is one direction of a goCopy.
-type goDir struct {
+// copyDir is one direction of a copyPair.
+type copyDir struct {
 	up     bool // client to server
 	src    io.Reader
 	dst    net.Conn
@@ -776,7 +754,7 @@ type goDir struct {
 	until func(time.Time) error
 	bufs  copyBufs
 	n     int64  // bytes written to dst
-	wait  uint64 // the idle waiter's id while the direction waits there (under goCopy.mu)
+	wait  uint64 // the idle waiter's id while the direction waits there (under copyPair.mu)
 }
 
 // idleAfter is how long a direction waits for bytes on its goroutine before
@@ -792,11 +770,11 @@ const idleAfter = 100 * time.Millisecond
 // watched makes d a direction that holds no goroutine once idle, when src
 // allows it: a plain socket, or a TLS connection over one (the client's,
 // terminated here, or a TLS server's).
-func (d *goDir) watched() {
+func (d *copyDir) watched() {
 	switch src := d.src.(type) {
 	case *net.TCPConn:
 		if _, ok := d.dst.(*net.TCPConn); ok {
-			return // two plain sockets splice in io.Copy (copyGo)
+			return // two plain sockets splice in io.Copy (copyBlocking)
 		}
 		if rc, err := src.SyscallConn(); err == nil {
 			d.rc, d.until = rc, src.SetReadDeadline
@@ -824,8 +802,8 @@ func (d *goDir) watched() {
 }
 
 // run copies one direction that waits in its source's Read.
-func (p *goCopy) run(d *goDir) {
-	n, err := copyGo(d.dst, d.src, p.g.ep)
+func (p *copyPair) run(d *copyDir) {
+	n, err := copyBlocking(d.dst, d.src, p.g.ep)
 	d.n = n
 	if err == nil {
 		halfClose(d.dst, d.rawDst)
@@ -836,7 +814,7 @@ func (p *goCopy) run(d *goDir) {
 // pump copies d's bytes as they come, waiting for them on its goroutine
 // for idleAfter, then files d with the idle waiter and returns; the waiter
 // starts it again once bytes (or the end) arrive.
-func (p *goCopy) pump(d *goDir) {
+func (p *copyPair) pump(d *copyDir) {
 	for {
 		if err := d.until(time.Now().Add(idleAfter)); err != nil {
 			p.done(d, err)
@@ -884,23 +862,23 @@ func (p *goCopy) pump(d *goDir) {
 // idle files d with the idle waiter until its socket has bytes. Once the
 // connection is closed (closeBoth, or an abort) nothing waits: the pump
 // runs again at once and reads the closed socket.
-func (p *goCopy) idle(d *goDir) error {
-	id := p.waiter.add(func() { p.pump(d) })
+func (p *copyPair) idle(d *copyDir) error {
+	id := p.waiter.Add(func() { p.pump(d) })
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		p.waiter.fire(id)
+		p.waiter.Fire(id)
 		return nil
 	}
 	d.wait = id
 	p.mu.Unlock()
-	if err := p.waiter.watch(d.rc, id); err != nil {
+	if err := p.waiter.Watch(d.rc, id); err != nil {
 		p.mu.Lock()
 		if d.wait == id {
 			d.wait = 0
 		}
 		p.mu.Unlock()
-		if p.waiter.take(id) {
+		if p.waiter.Take(id) {
 			return err
 		}
 		// closeBoth started it meanwhile: it reads the closed socket.
@@ -910,7 +888,7 @@ func (p *goCopy) idle(d *goDir) error {
 
 // wakeAll marks the connection closed and starts every direction waiting
 // for bytes, to read its closed socket and end.
-func (p *goCopy) wakeAll() {
+func (p *copyPair) wakeAll() {
 	p.mu.Lock()
 	p.closed = true
 	var ids [2]uint64
@@ -920,7 +898,7 @@ func (p *goCopy) wakeAll() {
 	p.mu.Unlock()
 	for _, id := range ids {
 		if id != 0 && p.waiter != nil {
-			p.waiter.fire(id)
+			p.waiter.Fire(id)
 		}
 	}
 }
@@ -929,9 +907,8 @@ func (p *goCopy) wakeAll() {
 // client's frees its limiter slots (before the count below, so that the
 // connection's end comes after), the first starts the termination delay,
 // the last ends the connection.
-func (p *goCopy) done(d *goDir, err error) {
-	lb := p.lb
-	if d.up && lb.delay >= 0 {
+func (p *copyPair) done(d *copyDir, err error) {
+	if d.up && p.delay >= 0 {
 		p.g.c.ClientDone()
 	}
 	if err != nil {
@@ -941,8 +918,8 @@ func (p *goCopy) done(d *goDir, err error) {
 	p.failed = p.failed || err != nil
 	p.pending--
 	last := p.pending == 0
-	if !last && lb.delay >= 0 && p.timer == nil {
-		p.timer = time.AfterFunc(lb.delay, p.expire)
+	if !last && p.delay >= 0 && p.timer == nil {
+		p.timer = time.AfterFunc(p.delay, p.expire)
 	}
 	if last && p.timer != nil {
 		p.timer.Stop()
@@ -950,13 +927,13 @@ func (p *goCopy) done(d *goDir, err error) {
 	failed := p.failed
 	p.mu.Unlock()
 	if last {
-		lb.endGo(p.g, p.srv, p.b, p.dirs[0].n, p.dirs[1].n, failed, p.slot)
+		p.g.end(p.b, p.dirs[0].n, p.dirs[1].n, failed)
 		p.g.ep.goDone(p.g)
 	}
 }
 
 // expire is the termination delay's end: the direction still open is cut.
-func (p *goCopy) expire() {
+func (p *copyPair) expire() {
 	p.mu.Lock()
 	cut := p.pending > 0
 	p.failed = p.failed || cut
@@ -966,23 +943,16 @@ func (p *goCopy) expire() {
 	}
 }
 
-func (p *goCopy) closeBoth() {
+func (p *copyPair) closeBoth() {
 	_ = p.g.raw.Close()
 	_ = p.b.Close()
 	p.wakeAll()
 }
 
-// endGo closes both sockets, reports the connection to the observers,
-// finishes it and gives slot (the server's maxConn place, if any) back.
-func (lb *loadBalancer) endGo(g *gconn, srv *server, b net.Conn, up, dn int64, failed bool, slot *capServer) {
+// end closes both sockets and ends the connection as every proxied one
+// ends (plan.finish).
+func (g *gconn) end(b net.Conn, up, dn int64, failed bool) {
 	_ = g.raw.Close()
 	_ = b.Close()
-	c := g.c
-	if o := lb.obs; o != nil {
-		o.report(c, lb.name, srv.address, time.Since(g.began), up, dn, failed)
-	}
-	c.Finish()
-	if slot != nil {
-		lb.cap.release(slot)
-	}
+	g.p.finish(g.c, up, dn, failed)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/proxy/internal/netpoll"
 )
 
 // loopsInPoller counts the server's loops that wait in Go's poller (asked on
@@ -103,7 +104,7 @@ func TestCopyGoUsesItsOwnBuffer(t *testing.T) {
 	src := &onlyRead{t: t, r: strings.NewReader(data)}
 	dst := &onlyWrite{t: t}
 	ep := &EntryPoint{}
-	n, err := copyGo(dst, src, ep)
+	n, err := copyBlocking(dst, src, ep)
 	if err != nil || n != int64(len(data)) || dst.b.String() != data {
 		t.Fatalf("copied %d of %d bytes (%d arrived), err %v", n, len(data), dst.b.Len(), err)
 	}
@@ -113,13 +114,13 @@ func TestCopyGoUsesItsOwnBuffer(t *testing.T) {
 	// Without the pools, or through ReadFrom/WriteTo, each copy allocates
 	// 32 KiB; through the pools, nothing.
 	dst.discard = true
-	_, _ = copyGo(dst, src, ep) // the pools' first buffers
+	_, _ = copyBlocking(dst, src, ep) // the pools' first buffers
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	const runs = 20
 	for range runs {
 		src.r.Reset(data)
-		_, _ = copyGo(dst, src, ep)
+		_, _ = copyBlocking(dst, src, ep)
 	}
 	runtime.ReadMemStats(&after)
 	if perCopy := (after.TotalAlloc - before.TotalAlloc) / runs; perCopy > 1024 {
@@ -182,7 +183,7 @@ func (r *scriptedReader) Read(p []byte) (int, error) {
 func TestCopyGoWaitsWithASmallBuffer(t *testing.T) {
 	r := &scriptedReader{sizes: []int{100, copySmall, 16 << 10, copyBig, 500, 10}}
 	dst := &onlyWrite{t: t}
-	n, err := copyGo(dst, r, &EntryPoint{})
+	n, err := copyBlocking(dst, r, &EntryPoint{})
 	want := []int{copySmall, copySmall, copyBig, copyBig, copyBig, copySmall, copySmall}
 	if err != nil || n != int64(100+copySmall+16<<10+copyBig+500+10) || !slices.Equal(r.asked, want) {
 		t.Fatalf("copied %d, err %v; buffer sizes asked %v, want %v", n, err, r.asked, want)
@@ -212,13 +213,11 @@ func goroutinesIn(fn string) int {
 
 // waitsFiled counts the idle waiter's filed waits.
 func waitsFiled() int {
-	w, err := theWaiter()
+	w, err := netpoll.Idle()
 	if err != nil {
 		return -1
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.waits)
+	return w.Filed()
 }
 
 // An idle terminated connection holds no goroutine and no copy buffer: each
@@ -260,8 +259,8 @@ func TestIdleTerminatedConnectionHoldsNoGoroutine(t *testing.T) {
 		t.Helper()
 		waitFor(t, what, func() bool {
 			return waitsFiled()-filed == 2*n && copyBufsHeld.Load() == held &&
-				goroutinesIn("(*goCopy).pump") == 0 && goroutinesIn("(*goCopy).run") == 0 &&
-				goroutinesIn("(*loadBalancer).proxyGo") == 0 && goroutinesIn("(*terminator).serve") == 0
+				goroutinesIn("(*copyPair).pump") == 0 && goroutinesIn("(*copyPair).run") == 0 &&
+				goroutinesIn("(*gconn).startCopy") == 0 && goroutinesIn("(*terminator).handshake") == 0
 		})
 		if got := owned(); got != n {
 			t.Fatalf("the entry point owns %d goroutine-served connections, want %d", got, n)
@@ -351,7 +350,7 @@ func TestIdleBackendTLSConnectionHoldsNoGoroutine(t *testing.T) {
 	idle := func(what string) {
 		t.Helper()
 		waitFor(t, what, func() bool {
-			return waitsFiled()-filed == 2 && goroutinesIn("(*goCopy).pump") == 0 && goroutinesIn("(*goCopy).run") == 0
+			return waitsFiled()-filed == 2 && goroutinesIn("(*copyPair).pump") == 0 && goroutinesIn("(*copyPair).run") == 0
 		})
 	}
 	idle("both directions filed with the idle waiter")

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tollgate-proxy/tollgate/proxy/internal/netpoll"
 )
 
-// Handing unrouted connections over at an upgrade (README, "Upgrades").
+// Handing unrouted connections over at an upgrade (docs/operations/upgrading.md).
 // A connection still being read before routing when the old process stops
 // accepting (its PROXY header or ClientHello not complete) has been decided
 // nothing: no limit counted it, no router matched it. Rather than decide it
@@ -105,7 +107,7 @@ func (s *Server) Adopt(h Handed) error {
 	ep := s.eps[h.EntryPoint]
 	var peer netip.AddrPort
 	if sa, err := unix.Getpeername(h.FD); err == nil {
-		peer = sockaddrAP(sa)
+		peer = netpoll.SockaddrAP(sa)
 	}
 	if ep == nil || ep.engine == nil || !peer.IsValid() {
 		_ = unix.SetsockoptLinger(h.FD, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
@@ -166,7 +168,8 @@ func (rc *rconn) handOff() Handed {
 	return h
 }
 
-// serveHanded is serveAccepted for a connection another process accepted.
+// serveHanded is the accept path (loop.accept) for a connection another
+// process accepted.
 func (e *EntryPoint) serveHanded(l *loop, h Handed, peer netip.AddrPort) {
 	rc := e.newConn(l, h.FD, peer)
 	if h.Answered > 0 && !rc.table.starttls {

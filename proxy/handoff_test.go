@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/proxy/sniff"
 )
 
 // handOver is the old process's side of a handover in one test process:
@@ -42,7 +43,7 @@ func TestHandOffAfterSSLRequest(t *testing.T) {
 	raw := pgDial(t, old.addr("pg")) // answered 'S' by old
 	var adoptErr error
 	if n := handOver(t, old, "pg", func(h Handed) {
-		if h.Answered != 1 || string(h.Read) != string(pgSSLRequest) {
+		if h.Answered != 1 || string(h.Read) != string(sniff.SSLRequest) {
 			t.Errorf("handed with %d answers and %q read, want 1 and the SSLRequest", h.Answered, h.Read)
 		}
 		adoptErr = next.Adopt(h)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/proxy/health"
+	"github.com/tollgate-proxy/tollgate/proxy/internal/netpoll"
 )
 
 // An inherited descriptor that is not a listening TCP socket is refused with
@@ -44,7 +47,7 @@ func TestNewEntryPointFromRefusesWhatIsNotAListener(t *testing.T) {
 // serves them.
 func TestInheritedListenerAndStopAccepting(t *testing.T) {
 	be := startBackend(t, "")
-	srvA, err := NewServer(map[string]*config.EntryPoint{"db": {Address: "127.0.0.1:0"}}, zerolog.Nop())
+	srvA, err := NewServer(map[string]*config.EntryPoint{"db": {Address: "127.0.0.1:0"}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +57,7 @@ func TestInheritedListenerAndStopAccepting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvB, err := NewServerFrom(map[string]*config.EntryPoint{"db": {Address: addr}}, map[string]Inherited{"db": {Name: "db", Address: addr, FD: dup}}, zerolog.Nop())
+	srvB, err := NewServer(map[string]*config.EntryPoint{"db": {Address: addr}}, Options{Inherited: map[string]Inherited{"db": {Name: "db", Address: addr, FD: dup}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,27 +85,26 @@ func TestInheritedListenerAndStopAccepting(t *testing.T) {
 }
 
 func isTimeout(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// A seeded DOWN server starts DOWN (once), not UP.
+// A seeded DOWN server (StateOptions.Health) starts DOWN (once), not UP.
 func TestSeedHealth(t *testing.T) {
-	st := NewState(zerolog.Nop())
-	defer st.Close()
 	dead := itest.FreeAddr(t) // nothing listens: the checks fail too
-	st.SeedHealth([]HealthStatus{{Service: "s@file", Server: dead, Up: false}})
-	spec := healthSpec{interval: time.Hour, timeout: 100 * time.Millisecond}
-	ups := st.health.acquire("s@file", spec, []string{dead}, zerolog.Nop(), nil)
+	st := NewState(zerolog.Nop(), StateOptions{Health: []HealthStatus{{Service: "s@file", Server: dead, Up: false}}})
+	defer st.Close()
+	spec := health.Spec{Interval: time.Hour, Timeout: 100 * time.Millisecond}
+	ups := st.health.Acquire("s@file", spec, []string{dead}, zerolog.Nop(), nil)
 	if ups[0].Load() {
 		t.Fatal("a server handed over DOWN started UP")
 	}
 	if got := st.Health(); len(got) != 1 || got[0].Up || got[0].Server != dead {
 		t.Fatalf("Health() = %+v", got)
 	}
-	st.health.sweep()
-	st.health.sweep() // forgets the service
-	ups = st.health.acquire("s@file", healthSpec{interval: time.Hour, timeout: time.Second, port: 1}, []string{dead}, zerolog.Nop(), nil)
+	st.health.Sweep()
+	st.health.Sweep() // forgets the service
+	ups = st.health.Acquire("s@file", health.Spec{Interval: time.Hour, Timeout: time.Second, Port: 1}, []string{dead}, zerolog.Nop(), nil)
 	if !ups[0].Load() {
 		t.Fatal("the seed was used twice")
 	}
@@ -132,7 +134,7 @@ func TestInheritedListenerGetsTheAcceptedSocketsOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ep.closeListener()
-	for _, o := range inheritedOpts {
+	for _, o := range netpoll.InheritedOpts {
 		if v, err := unix.GetsockoptInt(fd, o[0], o[1]); err != nil || v != o[2] {
 			t.Errorf("option %d/%d on the inherited listener: %d (%v), want %d", o[0], o[1], v, err, o[2])
 		}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/proxy/health"
 )
 
 // hcBackend answers health probes ("PING\n" -> "PONG") while healthy and
@@ -22,7 +22,7 @@ import (
 // echo. It counts each kind.
 type hcBackend struct {
 	name    string
-	ln      net.Listener
+	ln      *itest.Backend
 	healthy atomic.Bool
 	probes  atomic.Int64
 	data    atomic.Int64
@@ -30,49 +30,30 @@ type hcBackend struct {
 
 func startHCBackend(t testing.TB, name string) *hcBackend {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &hcBackend{name: name, ln: ln}
+	b := &hcBackend{name: name}
 	b.healthy.Store(true)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				var first [5]byte
-				if _, err := io.ReadFull(c, first[:]); err != nil {
-					return
-				}
-				switch string(first[:]) {
-				case "PING\n":
-					b.probes.Add(1)
-					if b.healthy.Load() {
-						_, _ = io.WriteString(c, "PONG")
-					}
-				case "DATA\n":
-					b.data.Add(1)
-					_, _ = io.WriteString(c, b.name)
-					_, _ = io.Copy(c, c)
-				}
-			}()
+	b.ln = itest.StartBackend(t, nil, func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		var first [5]byte
+		if _, err := io.ReadFull(c, first[:]); err != nil {
+			return
 		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+		switch string(first[:]) {
+		case "PING\n":
+			b.probes.Add(1)
+			if b.healthy.Load() {
+				_, _ = io.WriteString(c, "PONG")
+			}
+		case "DATA\n":
+			b.data.Add(1)
+			_, _ = io.WriteString(c, b.name)
+			_, _ = io.Copy(c, c)
+		}
+	})
 	return b
 }
 
-func (b *hcBackend) addr() string { return b.ln.Addr().String() }
+func (b *hcBackend) addr() string { return b.ln.Addr() }
 
 // dataGreeting opens a data connection through addr and returns the name of
 // the backend that answered, or "closed".
@@ -209,16 +190,11 @@ func TestHealthCheckAllDown(t *testing.T) {
 }
 
 // targetOf returns the registry's checker for a server, or nil.
-func targetOf(st *State, service, addr string) *healthTarget {
-	st.health.mu.Lock()
-	defer st.health.mu.Unlock()
-	if svc := st.health.services[service]; svc != nil {
-		return svc.targets[addr]
-	}
-	return nil
+func targetOf(st *State, service, addr string) *health.Checker {
+	return st.health.Checker(service, addr)
 }
 
-func waitDone(t *testing.T, what string, done chan struct{}) {
+func waitDone(t *testing.T, what string, done <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-done:
@@ -256,19 +232,19 @@ func TestHealthCheckersStop(t *testing.T) {
 		"s": hcService(hc, b.addr()),
 		"t": hcService(hc, b.addr()),
 	}))
-	waitDone(t, "server removed", ta.done)
+	waitDone(t, "server removed", ta.Done())
 	if targetOf(s.State(), "s@file", b.addr()) != tb {
 		t.Fatal("a reload that kept the server and its check restarted the checker")
 	}
 	// Service t disappears.
 	apply(s, "file", withSvc(map[string]*config.TCPService{"s": hcService(hc, b.addr())}))
-	waitDone(t, "service removed", tt.done)
+	waitDone(t, "service removed", tt.Done())
 	if st := s.State().ServerStatus("t@file"); st != nil {
 		t.Fatalf("removed service still has status %v", st)
 	}
 	// Service s loses its health check.
 	apply(s, "file", withSvc(map[string]*config.TCPService{"s": lbConfig(b.addr())}))
-	waitDone(t, "health check removed", tb.done)
+	waitDone(t, "health check removed", tb.Done())
 	if st := s.State().ServerStatus("s@file"); st != nil {
 		t.Fatalf("service without a health check has status %v", st)
 	}
@@ -281,20 +257,20 @@ func TestHealthCheckersStop(t *testing.T) {
 	slower := *hc
 	slower.Interval = config.Duration(time.Hour)
 	rt := apply(s, "file", withSvc(map[string]*config.TCPService{"s": hcService(&slower, a.addr())}))
-	waitDone(t, "check changed", old.done)
+	waitDone(t, "check changed", old.Done())
 	if got := rt.Services["s@file"].ServerStatus[a.addr()]; got != "DOWN" {
 		t.Fatalf("after the check changed A shows %q, want DOWN kept", got)
 	}
 	cur := targetOf(s.State(), "s@file", a.addr())
-	if cur == old || cur.up != old.up {
+	if cur == old || cur.Up() != old.Up() {
 		t.Fatal("a changed check must restart the checker and keep its state")
 	}
 
 	// Close stops everything, and a later compile starts nothing.
 	s.State().Close()
-	waitDone(t, "Close", cur.done)
+	waitDone(t, "Close", cur.Done())
 	apply(s, "file", withSvc(map[string]*config.TCPService{"s": hcService(hc, b.addr())}))
-	if t2 := targetOf(s.State(), "s@file", b.addr()); t2 == nil || t2.cancel != nil {
+	if t2 := targetOf(s.State(), "s@file", b.addr()); t2 == nil || t2.Running() {
 		t.Fatal("a checker started after Close")
 	}
 }
@@ -312,7 +288,7 @@ func TestHealthCheckConfig(t *testing.T) {
 		{"port without host:port", config.TCPHealthCheck{Port: 8080}, "backend", `server address "backend" is not host:port`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := NewState(nopLog)
+			st := NewState(nopLog, StateOptions{})
 			defer st.Close()
 			_, rt := Compile(&config.TCPConfiguration{
 				Services: map[string]*config.TCPService{"s": hcService(&tc.hc, tc.address)},
@@ -323,8 +299,8 @@ func TestHealthCheckConfig(t *testing.T) {
 			}
 		})
 	}
-	spec, err := newHealthSpec(&config.TCPHealthCheck{})
-	if err != nil || spec.interval != DefaultHealthCheckInterval || spec.timeout != DefaultHealthCheckTimeout {
+	spec, _, err := health.NewSpec(&config.TCPHealthCheck{})
+	if err != nil || spec.Interval != DefaultHealthCheckInterval || spec.Timeout != DefaultHealthCheckTimeout {
 		t.Fatalf("defaults: %+v, %v", spec, err)
 	}
 }
@@ -342,41 +318,41 @@ func TestHealthProbe(t *testing.T) {
 
 	ctx := context.Background()
 	timeout := 200 * time.Millisecond
-	ping := healthSpec{timeout: timeout, send: "PING\n", expect: "PONG"}
-	if err := ping.probe(ctx, a.addr()); err != nil {
+	ping := health.Spec{Timeout: timeout, Send: "PING\n", Expect: "PONG"}
+	if err := ping.Probe(ctx, a.addr()); err != nil {
 		t.Errorf("healthy server: %v", err)
 	}
-	if err := (healthSpec{timeout: timeout}).probe(ctx, silent.Addr().String()); err != nil {
+	if err := (health.Spec{Timeout: timeout}).Probe(ctx, silent.Addr().String()); err != nil {
 		t.Errorf("connect-only check against a listening port: %v", err)
 	}
-	if err := (healthSpec{timeout: timeout}).probe(ctx, deadAddr); err == nil {
+	if err := (health.Spec{Timeout: timeout}).Probe(ctx, deadAddr); err == nil {
 		t.Error("a refused connection passed")
 	}
-	wrong := healthSpec{timeout: timeout, send: "PING\n", expect: "PANG"}
-	if err := wrong.probe(ctx, a.addr()); !errors.Is(err, errHealthExpect) {
-		t.Errorf("wrong reply: %v, want errHealthExpect", err)
+	wrong := health.Spec{Timeout: timeout, Send: "PING\n", Expect: "PANG"}
+	if err := wrong.Probe(ctx, a.addr()); !errors.Is(err, health.ErrExpect) {
+		t.Errorf("wrong reply: %v, want health.ErrExpect", err)
 	}
 	start := time.Now()
-	if err := ping.probe(ctx, silent.Addr().String()); err == nil {
+	if err := ping.Probe(ctx, silent.Addr().String()); err == nil {
 		t.Error("a server that never replies passed")
 	}
 	if el := time.Since(start); el > timeout+time.Second {
 		t.Errorf("the timeout did not bound the probe: %v", el)
 	}
 	// port sends the check elsewhere than the traffic.
-	withPort := healthSpec{timeout: timeout, port: aPortN, send: "PING\n", expect: "PONG"}
-	target, err := withPort.target(deadAddr)
+	withPort := health.Spec{Timeout: timeout, Port: aPortN, Send: "PING\n", Expect: "PONG"}
+	target, err := withPort.Target(deadAddr)
 	if err != nil || target != a.addr() {
 		t.Fatalf("target with port: %q, %v", target, err)
 	}
-	if err := withPort.probe(ctx, target); err != nil {
+	if err := withPort.Probe(ctx, target); err != nil {
 		t.Errorf("check on the health port: %v", err)
 	}
 	// Cancelling stops a probe at once.
 	cctx, cancel := context.WithCancel(ctx)
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
 	start = time.Now()
-	_ = healthSpec{timeout: time.Minute, send: "PING\n", expect: "PONG"}.probe(cctx, silent.Addr().String())
+	_ = health.Spec{Timeout: time.Minute, Send: "PING\n", Expect: "PONG"}.Probe(cctx, silent.Addr().String())
 	if el := time.Since(start); el > 2*time.Second {
 		t.Errorf("a cancelled probe ran for %v", el)
 	}

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,67 +16,47 @@ import (
 	"github.com/tollgate-proxy/tollgate/provider"
 )
 
-// backend is a loopback TCP server for tests: it echoes, or greets first.
-type backend struct {
-	ln     net.Listener
-	banner string
-	mu     sync.Mutex
-	conns  int // accepted so far
-	wg     sync.WaitGroup
-}
+// backend is a loopback TCP server for tests (itest.Backend): it echoes,
+// or greets first.
+type backend struct{ *itest.Backend }
 
 func startBackend(t testing.TB, banner string) *backend {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &backend{ln: ln, banner: banner}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.mu.Lock()
-			b.conns++
-			b.mu.Unlock()
-			go func() {
-				defer c.Close()
-				if b.banner != "" {
-					_, _ = io.WriteString(c, b.banner)
-				}
-				// Plain read/write echo: io.Copy(c, c) would splice and hold a
-				// pipe per connection, which TestIdleConnectionsHoldNoPipe counts.
-				_, _ = io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
-			}()
+	return &backend{itest.StartBackend(t, nil, func(c net.Conn) {
+		if banner != "" {
+			_, _ = io.WriteString(c, banner)
 		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); b.wg.Wait() })
-	return b
+		// Plain read/write echo: io.Copy(c, c) would splice and hold a
+		// pipe per connection, which TestIdleConnectionsHoldNoPipe counts.
+		_, _ = io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
+	})}
 }
 
-func (b *backend) addr() string { return b.ln.Addr().String() }
+func (b *backend) addr() string { return b.Addr() }
 
-func (b *backend) accepted() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.conns
-}
+func (b *backend) accepted() int { return b.Accepted() }
 
 // newTestServer binds the named entry points on 127.0.0.1:0 and starts them.
 func newTestServer(t testing.TB, eps ...string) *Server {
+	t.Helper()
+	return newServerOpts(t, StateOptions{}, nil, eps...)
+}
+
+// newServerOpts binds the named entry points on 127.0.0.1:0, each as edit
+// changes it (nil: none), with o for its state, and starts them.
+func newServerOpts(t testing.TB, o StateOptions, edit func(name string, ep *config.EntryPoint), eps ...string) *Server {
 	t.Helper()
 	cfg := map[string]*config.EntryPoint{}
 	for _, n := range eps {
 		ep := &config.EntryPoint{Address: "127.0.0.1:0"}
 		ep.SetDefaults()
 		ep.Transport.LifeCycle.GraceTimeOut = config.Duration(time.Second)
+		if edit != nil {
+			edit(n, ep)
+		}
 		cfg[n] = ep
 	}
-	s, err := NewServer(cfg, zerolog.Nop())
+	s, err := NewServer(cfg, Options{State: o})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"net"
 	"os"
@@ -11,12 +10,12 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-proxy/tollgate/internal/ratelog"
+	"github.com/tollgate-proxy/tollgate/proxy/internal/netpoll"
 )
 
 // The data plane runs on event loops, not on goroutines per connection
@@ -24,11 +23,11 @@ import (
 // its own (not Go's poller) and the connections it accepted: their sockets
 // are raw descriptors that never become net.Conns. A connection costs a
 // small struct while idle and runs code only while bytes move; a connection
-// refused from its source address alone is decided right after accept4 and
+// refused from its source address alone is decided right after netpoll.Accept and
 // closed before it enters any poller.
 //
-// One loop per CPU (GOMAXPROCS as the process found it; SpareP adds a P for
-// everything else). Every listener is in every loop's epoll set with
+// One loop per CPU (Options.Loops: GOMAXPROCS as the process found it; main
+// adds a P for everything else). Every listener is in every loop's epoll set with
 // EPOLLEXCLUSIVE, so the kernel wakes one loop per incoming connection,
 // and a loop far more loaded than the others stops accepting for a while
 // (rebalance): no connection is handed between loops. A loop with nothing to
@@ -63,35 +62,6 @@ type engine struct {
 	// (goserve.go): a connection taken off the loops, a read by a copy
 	// goroutine. While it moves, the loops wait in Go's poller (loop.wait).
 	goWork atomic.Uint64
-}
-
-// loopCount is how many loops a Server runs; 0 until SpareP, which sets it:
-// then GOMAXPROCS is one more.
-var loopCount atomic.Int32
-
-// SpareP gives the Go scheduler one P more than there are event loops:
-// loops stay one per CPU (GOMAXPROCS as it was), and the extra P runs
-// goroutines while every loop is busy. More to the point, while a P is idle
-// the runtime does not take a P from a loop blocked in epoll_wait and hand
-// it to another thread, so the loop resumes on its own P: no futex wake-ups
-// and no monitor thread polling every 20 µs (ARCHITECTURE.md, "The
-// connection core"). Called once by main, before the first Server;
-// without it (tests) a Server runs one loop per P.
-func SpareP() {
-	if loopCount.Load() != 0 {
-		return
-	}
-	n := runtime.GOMAXPROCS(0)
-	loopCount.Store(int32(n))
-	runtime.GOMAXPROCS(n + 1)
-}
-
-// loops is how many event loops a new Server runs.
-func loops() int {
-	if n := loopCount.Load(); n > 0 {
-		return int(n)
-	}
-	return runtime.GOMAXPROCS(0)
 }
 
 func newEngine(n int, log zerolog.Logger) (*engine, error) {
@@ -157,18 +127,16 @@ func (e *engine) stop() {
 func (e *engine) close() {
 	for _, l := range e.loops {
 		l.leavePoller()
-		_ = unix.Close(l.epfd)
-		_ = unix.Close(l.wakefd)
+		l.poll.Close()
 	}
 }
 
 // loop is one event loop. Everything in it but post is touched by its own
 // goroutine only.
 type loop struct {
-	id     int
-	epfd   int
-	wakefd int
-	log    zerolog.Logger
+	id   int
+	poll netpoll.Poller // the loop's epoll set
+	log  zerolog.Logger
 
 	mu   sync.Mutex // guards cmds (post is called from any goroutine)
 	cmds []func(*loop)
@@ -182,7 +150,7 @@ type loop struct {
 	timers    timerHeap
 	base      time.Time // mono() counts from here
 	scratch   []byte    // reads of small transfers land here
-	pipes     []*splicePipe
+	pipes     []*netpoll.Pipe
 	pipeSize  int // the size asked of new pipes
 	stopping  bool
 	live      int // connections on this loop
@@ -190,7 +158,7 @@ type loop struct {
 	// Waiting in Go's poller (wait): goWork is the engine's count of
 	// goroutines' work, goWorkSeen its value at the last wait; pollerUntil is
 	// the loop clock until which the loop waits in the poller; poller is a
-	// duplicate of epfd registered there meanwhile, with its RawConn and
+	// duplicate of the epoll set registered there meanwhile, with its RawConn and
 	// read deadline.
 	goWork      *atomic.Uint64
 	goWorkSeen  uint64
@@ -222,32 +190,17 @@ type listenerSlot struct {
 const scratchSize = 64 << 10
 
 func newLoop(id int, log zerolog.Logger) (*loop, error) {
-	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	poll, err := netpoll.OpenPoller(eventData(tagWake, 0, 0))
 	if err != nil {
-		return nil, fmt.Errorf("epoll_create1: %w", err)
-	}
-	wfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		_ = unix.Close(epfd)
-		return nil, fmt.Errorf("eventfd: %w", err)
-	}
-	l := &loop{id: id, epfd: epfd, wakefd: wfd, log: log, events: make([]unix.EpollEvent, 256),
-		base: time.Now(), scratch: make([]byte, scratchSize), pipeSize: pipeSize}
-	if err := l.ctl(unix.EPOLL_CTL_ADD, wfd, unix.EPOLLIN, eventData(tagWake, 0, 0)); err != nil {
-		_ = unix.Close(epfd)
-		_ = unix.Close(wfd)
 		return nil, err
 	}
+	l := &loop{id: id, poll: poll, log: log, events: make([]unix.EpollEvent, 256),
+		base: time.Now(), scratch: make([]byte, scratchSize), pipeSize: netpoll.PipeSize}
 	return l, nil
 }
 
 func (l *loop) ctl(op, fd int, events uint32, data uint64) error {
-	ev := unix.EpollEvent{Events: events}
-	setEventData(&ev, data)
-	if err := sysEpollCtl(l.epfd, op, fd, &ev); err != nil {
-		return fmt.Errorf("epoll_ctl: %w", err)
-	}
-	return nil
+	return l.poll.Ctl(op, fd, events, data)
 }
 
 // post runs f on the loop's goroutine, soon. It never blocks.
@@ -257,8 +210,7 @@ func (l *loop) post(f func(*loop)) {
 	first := len(l.cmds) == 1
 	l.mu.Unlock()
 	if first {
-		var one = [8]byte{1}
-		_, _ = unix.Write(l.wakefd, one[:])
+		l.poll.Wake()
 	}
 }
 
@@ -269,10 +221,11 @@ func (l *loop) mono() int64 { return int64(time.Since(l.base)) }
 // anew before each wait:
 //
 //   - It blocks in epoll_wait on its own thread, the P it leaves not taken
-//     from it while a spare one is idle (SpareP), so it resumes without a
+//     from it while a spare one is idle (Options.Loops), so it resumes without a
 //     hand-off. This is the cheaper way while the loops do all the work:
 //     measured against the poller, the same connection rate and less CPU per
-//     small round trip and per bulk gigabyte (bench/README.md).
+//     small round trip and per bulk gigabyte
+//     (bench/results/2026-12-01-1625-amd-epyc.md).
 //   - While goroutines work for the engine's connections (TLS handshakes
 //     and the copies of TLS connections: goserve.go), and for pollerFor after
 //     they last did, it waits in Go's poller on a duplicate of its epoll
@@ -281,7 +234,8 @@ func (l *loop) mono() int64 { return int64(time.Since(l.base)) }
 //     threads every 20 µs and the loops take them back through the
 //     scheduler, a thread hand-off each time. In the poller, the loops leave their
 //     Ps to the handshakes: more handshakes per second at less CPU each, and
-//     a third fewer context switches (bench/README.md). An idle TLS
+//     a third fewer context switches
+//     (bench/results/2026-12-03-0836-amd-epyc.md). An idle TLS
 //     connection does not keep the loops there.
 //
 // The duplicate is in Go's poller only while the loop waits there: left in it,
@@ -315,7 +269,7 @@ func (l *loop) wait() (int, error) {
 			timeout = int((d + int64(time.Millisecond) - 1) / int64(time.Millisecond))
 		}
 	}
-	return unix.EpollWait(l.epfd, l.events, timeout)
+	return l.poll.Wait(l.events, timeout)
 }
 
 // waitInPoller waits for the next batch of events (or the next timer) in
@@ -334,7 +288,7 @@ func (l *loop) waitInPoller() (n int, err error, ok bool) {
 	}
 	var werr error
 	rerr := l.pollerRaw.Read(func(uintptr) bool {
-		n, werr = epollNow(l.epfd, l.events)
+		n, werr = l.poll.Now(l.events)
 		return n > 0 || werr != nil && werr != unix.EINTR
 	})
 	if errors.Is(rerr, os.ErrDeadlineExceeded) {
@@ -350,20 +304,8 @@ func (l *loop) waitInPoller() (n int, err error, ok bool) {
 
 // joinPoller registers a duplicate of the loop's epoll descriptor in Go's poller.
 func (l *loop) joinPoller() bool {
-	fd, err := unix.FcntlInt(uintptr(l.epfd), unix.F_DUPFD_CLOEXEC, 0)
+	f, raw, err := l.poll.Dup()
 	if err != nil {
-		return false
-	}
-	// O_NONBLOCK is the open file's, shared with epfd: epoll_wait does not
-	// look at it, and os.NewFile needs it to use the poller.
-	if err := unix.SetNonblock(fd, true); err != nil {
-		_ = unix.Close(fd)
-		return false
-	}
-	f := os.NewFile(uintptr(fd), "epoll")
-	raw, err := f.SyscallConn()
-	if err != nil {
-		_ = f.Close()
 		return false
 	}
 	l.poller, l.pollerRaw, l.deadline = f, raw, time.Time{}
@@ -396,7 +338,7 @@ func (l *loop) run() {
 		if busy {
 			// More is likely ready: take it without the scheduler's
 			// system-call bookkeeping (the raw call cannot block).
-			n, err = epollNow(l.epfd, l.events)
+			n, err = l.poll.Now(l.events)
 		}
 		if !busy || n == 0 && err == nil {
 			n, err = l.wait()
@@ -415,7 +357,7 @@ func (l *loop) run() {
 		}
 		for i := 0; i < n; i++ {
 			ev := &l.events[i]
-			tag, slot, gen := splitData(eventDataOf(ev))
+			tag, slot, gen := splitData(netpoll.DataOf(ev))
 			switch tag {
 			case tagWake:
 				l.runCommands()
@@ -436,8 +378,7 @@ func (l *loop) run() {
 }
 
 func (l *loop) runCommands() {
-	var b [8]byte
-	_, _ = unix.Read(l.wakefd, b[:])
+	l.poll.Woken()
 	l.mu.Lock()
 	cmds := l.cmds
 	l.cmds = nil
@@ -472,7 +413,7 @@ func (l *loop) removeListener(ep *EntryPoint) {
 	for i, ls := range l.listeners {
 		if ls != nil && ls.ep == ep {
 			if l.inSet(ls) {
-				_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, ep.lfd, nil)
+				l.poll.Remove(ep.lfd)
 			}
 			l.listeners[i] = nil
 		}
@@ -553,7 +494,7 @@ func (l *loop) rebalance() {
 	}
 	for _, ls := range l.listeners {
 		if ls != nil && !ls.paused {
-			_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, ls.ep.lfd, nil)
+			l.poll.Remove(ls.ep.lfd)
 		}
 	}
 }
@@ -594,7 +535,7 @@ func (l *loop) pauseListener(ls *listenerSlot, pause time.Duration) {
 		return
 	}
 	if l.inSet(ls) {
-		_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, ls.ep.lfd, nil)
+		l.poll.Remove(ls.ep.lfd)
 	}
 	ls.paused = true
 	l.after(pause, func() {
@@ -621,7 +562,7 @@ const acceptBatch = 1
 func (l *loop) accept(ls *listenerSlot) {
 	ep := ls.ep
 	for i := 0; i < acceptBatch; i++ {
-		fd, peer, err := accept4(ep.lfd)
+		fd, peer, err := netpoll.Accept(ep.lfd)
 		if err != nil {
 			switch err {
 			case unix.EAGAIN:
@@ -642,7 +583,8 @@ func (l *loop) accept(ls *listenerSlot) {
 			l.pauseListener(ls, pause)
 			return
 		}
-		ep.serveAccepted(l, fd, peer)
+		ep.accepted.Add(1)
+		ep.serve(ep.newConn(l, fd, peer), nil)
 		l.rebalance()
 	}
 }
@@ -676,9 +618,9 @@ func (l *loop) slotFor(rc *rconn) {
 // At thousands of connections a second, collecting them was the garbage
 // collector's whole work: a cycle every half second, 2-4% of the loops' CPU
 // and a stop-the-world pause of milliseconds that every loop waits out
-// (bench/README.md). So a loop keeps the rconns of its ended connections and
-// files the next ones it accepts in them: none is allocated while the loop
-// keeps up. Only a connection nothing else holds is kept: one that was
+// (bench/results/2026-12-02-0445-intel-xeon.md). So a loop keeps the rconns
+// of its ended connections and files the next ones it accepts in them: none
+// is allocated while the loop keeps up. Only a connection nothing else holds is kept: one that was
 // pinned (a closure posted back to the loop, a queue, goroutines) is left to
 // the collector. An rconn is zeroed when it is reused, not when it is kept:
 // the call that ended it may still read it on its way out.
@@ -844,51 +786,22 @@ func (l *loop) runTimers() {
 
 const maxPooledPipes = 64
 
-func (l *loop) getPipe() *splicePipe {
+func (l *loop) getPipe() *netpoll.Pipe {
 	if n := len(l.pipes); n > 0 {
 		p := l.pipes[n-1]
 		l.pipes = l.pipes[:n-1]
 		return p
 	}
-	return newSplicePipe(l.pipeSize)
+	return netpoll.NewPipe(l.pipeSize)
 }
 
-func (l *loop) putPipe(p *splicePipe) {
+func (l *loop) putPipe(p *netpoll.Pipe) {
 	if len(l.pipes) < maxPooledPipes {
 		l.pipes = append(l.pipes, p)
 		return
 	}
-	p.close()
+	p.Close()
 }
-
-// splicePipe is a kernel pipe used as the splice buffer between two sockets.
-type splicePipe struct {
-	r, w int
-	size int // capacity in bytes
-}
-
-// newSplicePipe makes a pipe, or returns nil when none can be made (out of
-// descriptors): the copy then goes through the loop's buffer.
-func newSplicePipe(want int) *splicePipe {
-	var fds [2]int
-	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
-		return nil
-	}
-	size, err := unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, want)
-	if err != nil || size <= 0 {
-		size = 64 << 10 // the default
-	}
-	return &splicePipe{r: fds[0], w: fds[1], size: size}
-}
-
-func (p *splicePipe) close() {
-	_ = sysClose(p.r)
-	_ = sysClose(p.w)
-}
-
-// pipeSize is the size asked of new pipes: room for a chunk made of many
-// partial pages (a NIC's packets), each taking one of the pipe's slots.
-const pipeSize = 1 << 20
 
 // spliceChunk is the most one splice moves from a socket into a pipe. Larger
 // reads (1 MiB, 256 KiB, 128 KiB were measured) make Linux drop segments at
@@ -896,24 +809,3 @@ const pipeSize = 1 << 20
 // retransmission backoff: a bulk stream stalls (ARCHITECTURE.md, "The
 // connection core").
 const spliceChunk = 64 << 10
-
-// setEventData stores d as the event's 64-bit user data (the kernel's
-// epoll_data: Fd holds its low half, Pad its high half).
-func setEventData(ev *unix.EpollEvent, d uint64) {
-	ev.Fd = int32(uint32(d))
-	ev.Pad = int32(uint32(d >> 32))
-}
-
-func eventDataOf(ev *unix.EpollEvent) uint64 {
-	return uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
-}
-
-// epollNow returns the events ready now, without blocking: a raw system
-// call, with none of the scheduler's bookkeeping for one that may block.
-func epollNow(epfd int, events []unix.EpollEvent) (int, error) {
-	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
-	if e != 0 {
-		return 0, e
-	}
-	return int(r), nil
-}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate-proxy/tollgate/config"
 )
 
 // TestTimerHeap drives the loop's timer heap with random pushes, moves and
@@ -65,24 +67,18 @@ func TestTimerHeap(t *testing.T) {
 	}
 }
 
-// TestSpareP: the loops stay one per CPU and the scheduler gets one P more,
-// once however often it is called.
-func TestSpareP(t *testing.T) {
-	if loopCount.Load() != 0 {
-		t.Fatal("SpareP was called before this test")
-	}
-	n := runtime.GOMAXPROCS(0)
-	t.Cleanup(func() {
-		runtime.GOMAXPROCS(n)
-		loopCount.Store(0)
-	})
-	SpareP()
-	SpareP()
-	if got := runtime.GOMAXPROCS(0); got != n+1 {
-		t.Errorf("GOMAXPROCS %d after SpareP, want %d", got, n+1)
-	}
-	if got := loops(); got != n {
-		t.Errorf("%d loops after SpareP, want %d (one per CPU)", got, n)
+// TestLoopsOption: a Server runs Options.Loops loops (main's: one per CPU,
+// with a P to spare), and one per P without it.
+func TestLoopsOption(t *testing.T) {
+	for _, tc := range []struct{ loops, want int }{{3, 3}, {0, runtime.GOMAXPROCS(0)}} {
+		s, err := NewServer(map[string]*config.EntryPoint{"tcp": {Address: "127.0.0.1:0"}}, Options{Loops: tc.loops})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(s.engine.loops); got != tc.want {
+			t.Errorf("Options.Loops %d: %d loops, want %d", tc.loops, got, tc.want)
+		}
+		s.Shutdown(t.Context())
 	}
 }
 

@@ -28,7 +28,7 @@ func TestManyClientsLeaveNoState(t *testing.T) {
 	s := newTestServer(t, "tcp")
 	apply(s, "file", singleRouter(be.addr(), map[string]*config.TCPMiddleware{"l": limitMW(1)}, "l"))
 	addr := s.addr("tcp")
-	l := s.State().Limiters.Lookup("l@file")
+	l := limiterOf(s, "l@file")
 
 	var next, ok, failed atomic.Int64
 	var mu sync.Mutex
@@ -80,8 +80,6 @@ func TestManyClientsLeaveNoState(t *testing.T) {
 	}
 	t.Logf("%d clients, %d admitted, 0 entries left", n, st.Admitted)
 }
-
-func echoOnce(c net.Conn) bool { return echoErr(c) == nil }
 
 // echoErr writes one byte and reads it back (within c's deadline).
 func echoErr(c net.Conn) error {

@@ -12,8 +12,7 @@ import (
 // duration histogram cost per connection.
 func BenchmarkProxyConnectionMetrics(b *testing.B) {
 	be := startBackend(b, "")
-	s := newTestServer(b, "tcp")
-	s.State().SetConnObservers(ConnObservers{Metrics: true})
+	s := newServerOpts(b, StateOptions{Observers: ConnObservers{Metrics: true}}, nil, "tcp")
 	apply(s, "file", singleRouter(be.addr(), map[string]*config.TCPMiddleware{"l": limitMW(1000)}, "l"))
 	benchConnections(b, s.addr("tcp"))
 }
@@ -21,12 +20,12 @@ func BenchmarkProxyConnectionMetrics(b *testing.B) {
 // BenchmarkObserveEndMetrics is the metrics work at the end of a connection:
 // the router lookup, two byte counters and the histogram.
 func BenchmarkObserveEndMetrics(b *testing.B) {
-	st := NewState(nopLog)
+	st := NewState(nopLog, StateOptions{})
 	st.RouterCounters("r@file")
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			rc := st.routerStats.get("r@file")
+			rc := st.routerStats.Get("r@file")
 			rc.BytesIn.Add(64)
 			rc.BytesOut.Add(64)
 			rc.Duration.Observe(3 * time.Millisecond)

@@ -27,15 +27,13 @@ import (
 // bound on unrouted connections (maxUnroutedPerIP), which nothing else took
 // on an entry point that routes without reading.
 func (e *EntryPoint) answerHTTP(c *tcp.Conn, rs []CertResolver) {
-	if e.unrouted != nil {
-		k := c.Client.Addr()
-		if !e.unrouted.Acquire(k) {
-			c.Refuse(tcp.Gently(e.rejectUnrouted(k)))
-			return
-		}
-		c.Defer(unroutedSlot{e: e, k: k})
+	k, ok, gently := e.admitUnrouted(c)
+	if !ok {
+		c.Refuse(c.Gently(gently))
+		return
 	}
-	goServeConn(c, func(g *gconn) {
+	c.Defer(unroutedSlot{e: e, k: k})
+	offLoop(c, func(g *gconn) {
 		timeout := e.readTimeout
 		if timeout <= 0 {
 			timeout = handshakeDefaultTimeout
@@ -118,14 +116,14 @@ func redirect(w http.ResponseWriter, req *http.Request, host string, rd *config.
 // http01Prefix is the path of HTTP-01 validations (RFC 8555, 8.3).
 const http01Prefix = "/.well-known/acme-challenge/"
 
-// unroutedSlot gives back a connection's place under maxUnroutedPerIP when
-// it ends.
+// unroutedSlot gives back a connection's place under maxUnrouted and
+// maxUnroutedPerIP when it ends.
 type unroutedSlot struct {
 	e *EntryPoint
 	k netip.Addr
 }
 
-func (u unroutedSlot) Finish(*tcp.Conn) { u.e.unrouted.Release(u.k) }
+func (u unroutedSlot) Finish(*tcp.Conn) { u.e.releaseUnrouted(u.k) }
 
 // oneConn is a listener that hands an http.Server one connection, then
 // waits until Close (the connection closed) to end its Serve.
@@ -150,3 +148,5 @@ func (l *oneConn) Close() error {
 }
 
 func (l *oneConn) Addr() net.Addr { return noAddr }
+
+var noAddr net.Addr = &net.TCPAddr{}

@@ -1,14 +1,15 @@
 package proxy
 
 import (
-	"bytes"
 	"fmt"
-	"io"
-	"net"
-	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tollgate-proxy/tollgate/internal/ratelog"
+	"github.com/tollgate-proxy/tollgate/proxy/internal/netpoll"
 )
 
-// PostgreSQL STARTTLS (README, "TLS termination"). A PostgreSQL client
+// PostgreSQL STARTTLS (docs/reference/tls.md, "PostgreSQL"). A PostgreSQL client
 // that wants TLS first sends an SSLRequest (8 bytes: length 8, code
 // 80877103) and waits for one byte, 'S' to go on with a TLS handshake. On
 // an entry point where a router has a TLS section, the pre-routing step
@@ -25,57 +26,68 @@ import (
 // any other answer, or none within the dial timeout, closes the connection.
 // Traefik does the same. A server dialled with `tls` (a servers transport
 // re-encrypting to a PostgreSQL with ssl on) is asked the same way before
-// tollgate's own handshake with it (pgStartTLS), whether the router
+// tollgate's own handshake with it (sniff.PGStartTLS), whether the router
 // terminates the client's TLS or passes it through, and also for a client
 // that started TLS directly with ALPN "postgresql" (PostgreSQL 17's
 // sslnegotiation=direct): an SSLRequest is what every PostgreSQL server
 // takes.
 
-var (
-	pgSSLRequest    = []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}
-	pgGSSENCRequest = []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x30}
-)
-
-type pgKind int
-
-const (
-	pgNone   pgKind = iota // buf does not start with a request: the client's own bytes
-	pgMore                 // buf is a proper prefix of a request: more bytes are needed
-	pgSSL                  // buf starts with an SSLRequest (8 bytes)
-	pgGSSENC               // buf starts with a GSSENCRequest (8 bytes)
-)
-
-// pgPreamble says how buf, a client's first bytes, starts. It looks at no
-// more than 8 bytes; an empty buf needs more.
-func pgPreamble(buf []byte) pgKind {
-	n := min(len(buf), len(pgSSLRequest))
-	ssl := bytes.Equal(buf[:n], pgSSLRequest[:n])
-	gss := bytes.Equal(buf[:n], pgGSSENCRequest[:n])
-	switch {
-	case !ssl && !gss:
-		return pgNone
-	case n < len(pgSSLRequest):
-		return pgMore
-	case ssl:
-		return pgSSL
+// pgAsk sends the backend the SSLRequest the client sent tollgate and reads
+// its one-byte answer: 'S' starts the copy with the client's ClientHello,
+// anything else ends the connection (the client, told 'S', waits for a
+// ServerHello only the backend can send).
+func (rc *rconn) pgAsk() {
+	for len(rc.up.pend) > 0 {
+		if !rc.up.writable {
+			return
+		}
+		n, err := netpoll.Write(rc.bfd, rc.up.pend)
+		if err == unix.EAGAIN {
+			rc.up.writable = false
+			return
+		}
+		if err != nil {
+			rc.pgRefused("writing the SSLRequest: " + err.Error())
+			return
+		}
+		rc.up.pend = rc.up.pend[n:]
 	}
-	return pgGSSENC
+	if !rc.dn.readable {
+		return
+	}
+	var b [1]byte
+	n, err := netpoll.Read(rc.bfd, b[:])
+	switch {
+	case err == unix.EAGAIN:
+		rc.dn.readable = false
+		return
+	case err != nil:
+		rc.pgRefused("reading its answer: " + err.Error())
+		return
+	case n == 0:
+		rc.pgRefused("it closed without answering")
+		return
+	case b[0] != 'S':
+		rc.pgRefused(fmt.Sprintf("it answered %q, not 'S' (is ssl on?)", b[0]))
+		return
+	}
+	rc.state = stateProxying
+	rc.l.arm(rc, 0)
+	// One byte was read of what may be more: read on, the edge is spent.
+	rc.up.pend, rc.pgHello, rc.dn.readable = rc.pgHello, nil, true
+	rc.pump()
 }
 
-// pgStartTLS asks a PostgreSQL server for TLS on b: an SSLRequest, and 'S'
-// back within timeout. Any other answer, or none, is an error saying so.
-func pgStartTLS(b net.Conn, timeout time.Duration) error {
-	_ = b.SetDeadline(time.Now().Add(timeout))
-	defer func() { _ = b.SetDeadline(time.Time{}) }()
-	if _, err := b.Write(pgSSLRequest); err != nil {
-		return fmt.Errorf("PostgreSQL SSLRequest: %w", err)
+// pgRefused logs, at a bounded rate, why a backend did not take PostgreSQL
+// TLS, and ends the connection.
+func (rc *rconn) pgRefused(why string) {
+	lb := rc.p.lb
+	if ok, suppressed := lb.counters.dialLog.Allow(ratelog.String(rc.p.srv.address)); ok {
+		ev := lb.log.Warn().Str("service", lb.name).Str("server", rc.p.srv.address).Str("router", rc.c.Router).Str("reason", why)
+		if suppressed > 0 {
+			ev = ev.Uint64("suppressed", suppressed)
+		}
+		ev.Msg("backend did not agree to PostgreSQL TLS after the client's SSLRequest: connection closed")
 	}
-	var a [1]byte
-	if _, err := io.ReadFull(b, a[:]); err != nil {
-		return fmt.Errorf("PostgreSQL SSLRequest: no answer: %w", err)
-	}
-	if a[0] != 'S' {
-		return fmt.Errorf("PostgreSQL SSLRequest answered %q: the server does not take TLS", a[0])
-	}
-	return nil
+	rc.end(true)
 }

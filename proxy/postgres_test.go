@@ -21,6 +21,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/proxy/sniff"
 )
 
 // pgBin finds Debian's PostgreSQL server binaries, newest first.
@@ -251,8 +252,8 @@ func TestPostgresPreambleFragmented(t *testing.T) {
 			t.Fatalf("answer to %x = %q, %v; want %q", req, got[:], err, want)
 		}
 	}
-	answer(pgGSSENCRequest, 'N')
-	answer(pgSSLRequest, 'S')
+	answer(sniff.GSSENCRequest, 'N')
+	answer(sniff.SSLRequest, 'S')
 	c := tls.Client(raw, &tls.Config{ServerName: "db1.example", RootCAs: ca.pool})
 	if err := c.Handshake(); err != nil {
 		t.Fatal(err)
@@ -281,7 +282,7 @@ func TestPostgresPreambleStalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	if _, err := raw.Write(pgSSLRequest[:5]); err != nil {
+	if _, err := raw.Write(sniff.SSLRequest[:5]); err != nil {
 		t.Fatal(err)
 	}
 	_ = raw.SetDeadline(time.Now().Add(5 * time.Second))
@@ -314,8 +315,8 @@ func startPgTLSBackend(t *testing.T, kp tls.Certificate, answer byte, pp bool, b
 			line, _ := br.ReadString('\n')
 			seen = strings.Fields(line + " ")[0] + " "
 		}
-		req := make([]byte, len(pgSSLRequest))
-		if _, err := io.ReadFull(br, req); err != nil || !bytes.Equal(req, pgSSLRequest) {
+		req := make([]byte, len(sniff.SSLRequest))
+		if _, err := io.ReadFull(br, req); err != nil || !bytes.Equal(req, sniff.SSLRequest) {
 			b.before <- seen + fmt.Sprintf("%x", req)
 			return
 		}
@@ -355,7 +356,7 @@ func pgDial(t *testing.T, addr string) net.Conn {
 	}
 	t.Cleanup(func() { _ = raw.Close() })
 	_ = raw.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := raw.Write(pgSSLRequest); err != nil {
+	if _, err := raw.Write(sniff.SSLRequest); err != nil {
 		t.Fatal(err)
 	}
 	var got [1]byte

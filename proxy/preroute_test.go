@@ -18,6 +18,8 @@ import (
 	proxyproto "github.com/pires/go-proxyproto"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/proxy/sniff"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
@@ -156,7 +158,7 @@ func TestUnroutedBoundTrustedSender(t *testing.T) {
 			return nil
 		}
 		conns = append(conns, c)
-		if _, err := c.Write(ppHeader(t, 2, claimed+":1000", "192.0.2.1:443")); err != nil {
+		if _, err := c.Write(itest.ProxyHeader(t, 2, claimed+":1000", "192.0.2.1:443")); err != nil {
 			return nil // reset at accept
 		}
 		return c
@@ -280,10 +282,10 @@ func TestProxyHeaderAndHelloInFragments(t *testing.T) {
 		t.Fatal(err)
 	}
 	headers := map[string][]byte{
-		"v1":      ppHeader(t, 1, "198.51.100.7:4000", "192.0.2.1:5432"),
-		"v2":      ppHeader(t, 2, "198.51.100.7:4000", "192.0.2.1:5432"),
+		"v1":      itest.ProxyHeader(t, 1, "198.51.100.7:4000", "192.0.2.1:5432"),
+		"v2":      itest.ProxyHeader(t, 2, "198.51.100.7:4000", "192.0.2.1:5432"),
 		"v2+tlv":  withTLV,
-		"v1-ipv6": ppHeader(t, 1, "[::ffff:198.51.100.7]:4000", "[2001:db8::1]:5432"),
+		"v1-ipv6": itest.ProxyHeader(t, 1, "[::ffff:198.51.100.7]:4000", "[2001:db8::1]:5432"),
 	}
 	rng := rand.New(rand.NewPCG(10, 3))
 	for name, hdr := range headers {
@@ -340,11 +342,11 @@ func (f *randFragConn) Write(b []byte) (int, error) {
 // SNI; a fragment never makes it route earlier on less than it needs. It
 // must not panic on anything.
 func FuzzPreroute(f *testing.F) {
-	for i, s := range proxySeeds(f) {
+	for i, s := range itest.ProxySeeds(f) {
 		f.Add(s, []byte{byte(i), 3, 1, 7}, i%2 == 0, i%3 == 0)
 	}
-	for i, s := range helloSeeds(f) {
-		f.Add(append(ppHeader(f, 2, "198.51.100.7:4000", "192.0.2.1:443"), s...), []byte{byte(i + 1), 16, 5}, true, true)
+	for i, s := range itest.HelloSeeds(f) {
+		f.Add(append(itest.ProxyHeader(f, 2, "198.51.100.7:4000", "192.0.2.1:443"), s...), []byte{byte(i + 1), 16, 5}, true, true)
 		f.Add(s, []byte{9, 40, 2}, false, true)
 	}
 	f.Add([]byte("PING\r\n"), []byte{1, 1, 1}, true, true)
@@ -402,9 +404,9 @@ func TestAcceptBackoffPersistsAcrossSuccesses(t *testing.T) {
 		pauses = append(pauses, d)
 		now = now.Add(d + time.Millisecond) // a successful accept happens in between
 	}
-	want := []time.Duration{5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000}
+	want := []int{5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000}
 	for i := range want {
-		if pauses[i] != want[i]*time.Millisecond {
+		if pauses[i] != time.Duration(want[i])*time.Millisecond {
 			t.Fatalf("pauses %v, want %v ms", pauses, want)
 		}
 	}
@@ -422,12 +424,12 @@ func TestAcceptBackoffPersistsAcrossSuccesses(t *testing.T) {
 // (preAnswer) and stepped past, in fragments as at once, to the same
 // outcome, the same requests skipped and the same SNI.
 func FuzzPrerouteStartTLS(f *testing.F) {
-	for i, s := range helloSeeds(f) {
-		f.Add(append(append([]byte{}, pgSSLRequest...), s...), []byte{byte(i + 1), 3, 5})
-		f.Add(append(append(append([]byte{}, pgGSSENCRequest...), pgSSLRequest...), s...), []byte{1, 7, 9})
+	for i, s := range itest.HelloSeeds(f) {
+		f.Add(append(append([]byte{}, sniff.SSLRequest...), s...), []byte{byte(i + 1), 3, 5})
+		f.Add(append(append(append([]byte{}, sniff.GSSENCRequest...), sniff.SSLRequest...), s...), []byte{1, 7, 9})
 		f.Add(s, []byte{9, 40, 2})
 	}
-	f.Add(pgSSLRequest[:5], []byte{2, 2})
+	f.Add(sniff.SSLRequest[:5], []byte{2, 2})
 	f.Add([]byte{0, 0, 0, 8, 4, 210, 22, 47, 'x'}, []byte{8, 1})
 	peer := netip.MustParseAddrPort("127.0.0.9:40000")
 	run := func(p *preroute, c *tcp.Conn, data []byte, eof bool) preOutcome {

@@ -69,7 +69,7 @@ func TestInFlightConnExactPerIP(t *testing.T) {
 		t.Fatalf("127.0.0.3: %d of 15 forwarded, want 10", len(b))
 	}
 	closeAll(a)
-	l := s.State().Limiters.Lookup("ten@file")
+	l := limiterOf(s, "ten@file")
 	waitFor(t, "127.0.0.2's count to drop to 0", func() bool { return l.Count(mustAddr("127.0.0.2")) == 0 })
 	again := holdN(t, 15, "127.0.0.2", addr)
 	if len(again) != 10 {
@@ -426,7 +426,7 @@ func TestShutdownDrains(t *testing.T) {
 	cfg := map[string]*config.EntryPoint{"tcp": {Address: "127.0.0.1:0"}}
 	cfg["tcp"].SetDefaults()
 	cfg["tcp"].Transport.LifeCycle.GraceTimeOut = config.Duration(200 * time.Millisecond)
-	s, err := NewServer(cfg, nopLog)
+	s, err := NewServer(cfg, Options{Log: nopLog})
 	if err != nil {
 		t.Fatal(err)
 	}

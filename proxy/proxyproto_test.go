@@ -13,20 +13,8 @@ import (
 	proxyproto "github.com/pires/go-proxyproto"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/itest"
 )
-
-// ppHeader formats a PROXY header of version ver claiming src -> dst.
-func ppHeader(t testing.TB, ver byte, src, dst string) []byte {
-	t.Helper()
-	h := proxyproto.HeaderProxyFromAddrs(ver,
-		net.TCPAddrFromAddrPort(netip.MustParseAddrPort(src)),
-		net.TCPAddrFromAddrPort(netip.MustParseAddrPort(dst)))
-	b, err := h.Format()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // ppServer has one entry point "pp" that believes PROXY headers from
 // 127.0.0.2 only.
@@ -79,7 +67,7 @@ func TestProxyProtocolInFlightConn(t *testing.T) {
 		for i := 0; i < 15; i++ {
 			claimed := fmt.Sprintf("198.51.100.%d", i%5+1)
 			ver := byte(1 + i%2) // v1 and v2 alike
-			hdr := ppHeader(t, ver, claimed+":4000", "192.0.2.1:5432")
+			hdr := itest.ProxyHeader(t, ver, claimed+":4000", "192.0.2.1:5432")
 			if c, ok := sendFirst(t, sender, addr, hdr); ok {
 				admitted[claimed]++
 				held = append(held, c)
@@ -134,7 +122,7 @@ func TestProxyProtocolClientIPAndAllowList(t *testing.T) {
 		{"127.0.0.3", "198.51.100.7", "A"},     // untrusted: the peer is the client
 		{"127.0.0.4", "198.51.100.7", "closed"},
 	} {
-		got := greetingAfter(t, tc.sender, addr, ppHeader(t, 2, tc.claimed+":1234", "192.0.2.1:80"))
+		got := greetingAfter(t, tc.sender, addr, itest.ProxyHeader(t, 2, tc.claimed+":1234", "192.0.2.1:80"))
 		if got != tc.want {
 			t.Errorf("from %s claiming %s: reached %q, want %q", tc.sender, tc.claimed, got, tc.want)
 		}
@@ -196,45 +184,26 @@ func TestProxyProtocolBadAndMissingHeaders(t *testing.T) {
 
 // proxyBackend reads the PROXY header tollgate sends, records it, then echoes.
 type proxyBackend struct {
-	ln      net.Listener
+	ln      *itest.Backend
 	mu      sync.Mutex
 	headers []*proxyproto.Header
 }
 
 func startProxyBackend(t testing.TB) *proxyBackend {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &proxyBackend{ln: ln}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				br := bufio.NewReader(c)
-				h, err := proxyproto.Read(br)
-				if err != nil {
-					return
-				}
-				b.mu.Lock()
-				b.headers = append(b.headers, h)
-				b.mu.Unlock()
-				_, _ = io.Copy(c, br)
-			}()
+	b := &proxyBackend{}
+	b.ln = itest.StartBackend(t, nil, func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		h, err := proxyproto.Read(br)
+		if err != nil {
+			return
 		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+		b.mu.Lock()
+		b.headers = append(b.headers, h)
+		b.mu.Unlock()
+		_, _ = io.Copy(c, br)
+	})
 	return b
 }
 
@@ -254,7 +223,7 @@ func TestProxyProtocolOut(t *testing.T) {
 		t.Run(fmt.Sprintf("v%d", ver), func(t *testing.T) {
 			be := startProxyBackend(t)
 			s := ppServer(t, 0)
-			svc := lbConfig(be.ln.Addr().String())
+			svc := lbConfig(be.ln.Addr())
 			svc.LoadBalancer.ProxyProtocol = &config.ProxyProtocol{Version: ver}
 			apply(s, "file", &config.TCPConfiguration{
 				Routers:  map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "s"}},
@@ -273,7 +242,7 @@ func TestProxyProtocolOut(t *testing.T) {
 			// Behind a trusted sender the backend learns the claimed client.
 			claimed := netip.MustParseAddrPort("198.51.100.23:61000")
 			dst := netip.MustParseAddrPort("192.0.2.80:5432")
-			c, ok = sendFirst(t, "127.0.0.2", addr, ppHeader(t, 2, claimed.String(), dst.String()))
+			c, ok = sendFirst(t, "127.0.0.2", addr, itest.ProxyHeader(t, 2, claimed.String(), dst.String()))
 			if !ok {
 				t.Fatal("connection with a trusted PROXY header not forwarded")
 			}
@@ -314,7 +283,7 @@ func TestProxyProtocolThenTLS(t *testing.T) {
 		{"198.51.100.1", "A"},
 		{"198.51.100.2", "closed"},
 	} {
-		hdr := ppHeader(t, 1, tc.claimed+":1000", "192.0.2.1:443")
+		hdr := itest.ProxyHeader(t, 1, tc.claimed+":1000", "192.0.2.1:443")
 		prepend := func(c net.Conn) net.Conn { return &prefixConn{Conn: c, prefix: hdr} }
 		if got := tlsGreeting(t, s.addr("pp"), "a.test", mergePools(a), nil, prepend); got != tc.want {
 			t.Errorf("PROXY header claiming %s then a ClientHello for a.test reached %q, want %q", tc.claimed, got, tc.want)
@@ -338,4 +307,82 @@ func (p *prefixConn) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	return p.Conn.Write(b)
+}
+
+// A reload that only changes inFlightConn's ipv6Subnet keeps every count,
+// through real sockets: IPv4 clients (127.0.0.x, keyed on the peer) never
+// get more than the amount across the changes, IPv6 clients (claimed by a
+// trusted PROXY sender) are counted under their new prefix at once, and
+// everything returns to zero once the connections close.
+func TestInFlightConnIPv6SubnetReload(t *testing.T) {
+	be := startBackend(t, "")
+	s := ppServer(t, 0)
+	cfg := func(bits int) *config.TCPConfiguration {
+		mw := limitMW(3)
+		if bits > 0 {
+			mw.InFlightConn.IPv6Subnet = &bits
+		}
+		return singleRouter(be.addr(), map[string]*config.TCPMiddleware{"three": mw}, "three")
+	}
+	apply(s, "file", cfg(0))
+	addr := s.addr("pp")
+	l := limiterOf(s, "three@file")
+	var held []net.Conn
+	defer func() { closeAll(held) }()
+	v6 := func(src string) (net.Conn, bool) {
+		return sendFirst(t, "127.0.0.2", addr, itest.ProxyHeader(t, 2, "["+src+"]:4000", "[2001:db8::ffff]:5432"))
+	}
+	hold := func(what string, c net.Conn, ok bool) {
+		t.Helper()
+		if !ok {
+			t.Fatalf("%s: refused", what)
+		}
+		held = append(held, c)
+	}
+	refused := func(what string, c net.Conn, ok bool) {
+		t.Helper()
+		if ok {
+			c.Close()
+			t.Fatalf("%s: admitted past the amount 3", what)
+		}
+	}
+	for i := range 3 {
+		c, ok := dialFrom(t, "127.0.0.3", addr)
+		hold(fmt.Sprintf("IPv4 connection %d", i+1), c, ok)
+	}
+	c, ok := v6("2001:db8:1:1::1")
+	hold("2001:db8:1:1::1", c, ok)
+	c, ok = v6("2001:db8:1:1::1")
+	hold("2001:db8:1:1::1 again", c, ok)
+	c, ok = v6("2001:db8:1:1::2")
+	hold("2001:db8:1:1::2", c, ok)
+	for round, bits := range []int{64, 0, 64, 0, 48, 0} {
+		apply(s, "file", cfg(bits))
+		if got := limiterOf(s, "three@file"); got != l {
+			t.Fatalf("change %d (ipv6Subnet %d) replaced the limiter", round+1, bits)
+		}
+		c, ok := dialFrom(t, "127.0.0.3", addr)
+		refused(fmt.Sprintf("change %d (ipv6Subnet %d): a 4th IPv4 connection", round+1, bits), c, ok)
+		switch bits {
+		case 64, 48: // 2001:db8:1:1::1 (2) and ::2 (1) share one prefix: full
+			c, ok := v6("2001:db8:1:1::3")
+			refused(fmt.Sprintf("change %d (ipv6Subnet %d): a 4th in 2001:db8:1:1::/%d", round+1, bits, bits), c, ok)
+		case 0: // by address: ::1 holds 2 of 3
+			c, ok := v6("2001:db8:1:1::1")
+			if !ok {
+				t.Fatalf("change %d (ipv6Subnet unset): 2001:db8:1:1::1 holding 2 of 3 refused", round+1)
+			}
+			c.Close()
+			waitFor(t, "the extra connection's release", func() bool { return l.Stats().InFlight == 6 })
+		}
+		if st := l.Stats(); st.InFlight != 6 {
+			t.Fatalf("change %d (ipv6Subnet %d): %d in flight, want the 6 held", round+1, bits, st.InFlight)
+		}
+	}
+	closeAll(held)
+	held = nil
+	waitFor(t, "every count back to zero", func() bool { return l.Stats().InFlight == 0 && l.Entries() == 0 })
+	if st := l.Stats(); st.DistinctIPs != 0 {
+		t.Fatalf("after every connection closed: %+v", st)
+	}
 }

@@ -12,7 +12,8 @@ import (
 	proxyproto "github.com/pires/go-proxyproto"
 	"golang.org/x/sys/unix"
 
-	"github.com/tollgate-proxy/tollgate/internal/ratelog"
+	"github.com/tollgate-proxy/tollgate/proxy/internal/netpoll"
+	"github.com/tollgate-proxy/tollgate/proxy/sniff"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
@@ -33,7 +34,8 @@ type rconn struct {
 
 	// before routing
 	table    *Table
-	held     netip.Addr // the unrouted slot counted for this connection
+	held     netip.Addr // the unrouted slot counted for this connection's client key
+	counted  bool       // counted among the entry point's unrouted connections
 	buf      []byte     // what the client sent before routing
 	pre      preroute   // the decision, from buf
 	exempt   bool       // trusted sender: bound per claimed client, after the header
@@ -43,16 +45,10 @@ type rconn struct {
 	wait     int64 // server-first wait, 0 when a silent client has no route
 
 	// the service
-	lb       *loadBalancer
-	first    *server    // the server tried first
-	srv      *server    // the server dialled
-	capSlot  *capServer // the capped server slot held, when lb.cap is set
-	attempt  int
-	began    time.Time
+	p        plan      // the load balancer's pick, slot and retry
 	up, dn   direction // client -> backend, backend -> client
 	delay    int64     // termination delay; negative waits without limit
 	halfDone bool
-	failed   bool
 	pgHello  []byte // the client's bytes held until the backend agrees to TLS
 
 	// pinned: something off the loop's call stack may still hold the
@@ -86,7 +82,7 @@ type direction struct {
 	eof      bool   // the source ended
 	shut     bool   // the destination's write side is shut (the end passed on)
 	pend     []byte // read, not yet written (buffered copies)
-	pipe     *splicePipe
+	pipe     *netpoll.Pipe
 	inPipe   int  // bytes in pipe, not yet written
 	splice   bool // bulk: moved through pipes from now on
 	n        int64
@@ -101,15 +97,15 @@ func (rc *rconn) Refuse(gently bool) {
 	rc.releaseHeld()
 	if rc.cfd >= 0 {
 		if gently {
-			_ = sysShutdown(rc.cfd, unix.SHUT_WR)
+			_ = netpoll.Shutdown(rc.cfd, unix.SHUT_WR)
 		} else {
-			_ = sysResetOnClose(rc.cfd)
+			_ = netpoll.ResetOnClose(rc.cfd)
 		}
-		_ = sysClose(rc.cfd)
+		_ = netpoll.Close(rc.cfd)
 		rc.cfd = -1
 	}
 	rc.closeBackend()
-	rc.releaseSlot()
+	rc.p.release()
 	rc.state = stateDone
 	rc.l.arm(rc, 0)
 	rc.l.release(rc)
@@ -121,13 +117,13 @@ func (rc *rconn) LocalAddr() netip.AddrPort {
 	if rc.cfd < 0 {
 		return netip.AddrPort{}
 	}
-	return localAddrOf(rc.cfd)
+	return netpoll.LocalAddr(rc.cfd)
 }
 
 // Later runs run on the loop if the connection still waits in its router's
 // chain, else dropped (tcp.Socket). It is called from any goroutine, so it
 // writes nothing of rc: the connection was pinned when its chain returned
-// without finishing with it (enterChain).
+// without finishing with it (EntryPoint.route).
 func (rc *rconn) Later(run, dropped func()) {
 	rc.l.post(func(*loop) {
 		if rc.state == stateRouting {
@@ -138,16 +134,18 @@ func (rc *rconn) Later(run, dropped func()) {
 	})
 }
 
+// releaseHeld ends the connection's count among the entry point's unrouted
+// connections, when it has one.
 func (rc *rconn) releaseHeld() {
-	if rc.held.IsValid() {
-		rc.ep.unrouted.Release(rc.held)
-		rc.held = netip.Addr{}
+	if rc.counted {
+		rc.ep.releaseUnrouted(rc.held)
+		rc.held, rc.counted = netip.Addr{}, false
 	}
 }
 
 func (rc *rconn) closeBackend() {
 	if rc.bfd >= 0 {
-		_ = sysClose(rc.bfd)
+		_ = netpoll.Close(rc.bfd)
 		rc.bfd = -1
 	}
 }
@@ -182,7 +180,7 @@ func (rc *rconn) event(tag int, ev uint32) {
 			return
 		}
 		if ev&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
-			rc.dialFailed(socketError(rc.bfd))
+			rc.dialFailed(netpoll.SocketError(rc.bfd))
 			return
 		}
 		rc.noteBackend(ev)
@@ -209,11 +207,37 @@ func (rc *rconn) event(tag int, ev uint32) {
 		}
 	case stateQueued:
 		rc.noteClient(ev)
-		if ev&(unix.EPOLLHUP|unix.EPOLLERR) != 0 { // the client is gone: it waits no more
-			rc.lb.cap.leave(rc) // if a slot is on its way, dequeued gives it back
-			rc.end(true)
+		if ev&(unix.EPOLLHUP|unix.EPOLLERR) != 0 || ev&unix.EPOLLRDHUP != 0 && rc.clientGone() {
+			rc.leaveQueue() // the client is gone: it waits no more
 		}
 	}
+}
+
+// clientGone reports, for a connection that waits for a capped server's
+// slot, that its client went away: it reset the connection, or it ended it
+// (FIN) without having sent a byte, which has nothing to be served. A
+// client that sent bytes and then shut its write side (a request, then a
+// half-close) waits for the answer: TCP cannot tell that half-close from a
+// full close, so it stays (as in HAProxy without abortonclose), bounded by
+// the queue timeout. It takes no byte: it peeks.
+func (rc *rconn) clientGone() bool {
+	var b [1]byte
+	n, err := netpoll.Peek(rc.cfd, b[:])
+	switch {
+	case err == unix.EAGAIN:
+		return false // open, and nothing sent yet
+	case err != nil:
+		return true // reset
+	}
+	return n == 0 && len(rc.c.Peeked) == 0 // its end, after no byte
+}
+
+// leaveQueue ends a queued connection whose client is gone: its place and
+// every count its client holds are released at once, and no server is
+// dialled for it (a slot on its way is given back by dequeued).
+func (rc *rconn) leaveQueue() {
+	rc.p.leave()
+	rc.c.Refuse(true)
 }
 
 const readable = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
@@ -266,8 +290,7 @@ func (rc *rconn) abort() {
 	case stateProxying, stateDialing, stateResolving, statePgBackend:
 		rc.end(true)
 	case stateQueued:
-		rc.lb.cap.leave(rc)
-		rc.end(true)
+		rc.leaveQueue()
 	case statePreroute, stateParked, stateRouting:
 		rc.c.Reject()
 	}
@@ -277,7 +300,7 @@ func (rc *rconn) abort() {
 
 // maxPreroute bounds what is read before routing: a PROXY header and a
 // ClientHello.
-const maxPreroute = maxV2Header + maxHelloBytes
+const maxPreroute = sniff.MaxV2Header + sniff.MaxHelloBytes
 
 func (rc *rconn) readBeforeRouting() {
 	for !rc.eof && len(rc.buf) < maxPreroute {
@@ -287,7 +310,7 @@ func (rc *rconn) readBeforeRouting() {
 			rc.buf = grown
 		}
 		space := cap(rc.buf) - len(rc.buf)
-		n, err := sysRead(rc.cfd, rc.buf[len(rc.buf):cap(rc.buf)])
+		n, err := netpoll.Read(rc.cfd, rc.buf[len(rc.buf):cap(rc.buf)])
 		if err == unix.EAGAIN {
 			break
 		}
@@ -328,7 +351,7 @@ func (rc *rconn) decide() {
 		// connection handed over from another process was answered there.
 		if rc.pre.replay > 0 {
 			rc.pre.replay--
-		} else if n, err := sysWrite(rc.cfd, []byte{rc.pre.answer}); n != 1 {
+		} else if n, err := netpoll.Write(rc.cfd, []byte{rc.pre.answer}); n != 1 {
 			rc.prerouteFailed(fmt.Errorf("answering a PostgreSQL SSLRequest: %v", err))
 			return
 		}
@@ -336,18 +359,18 @@ func (rc *rconn) decide() {
 		rc.decide()
 		return
 	}
-	if rc.pre.headerNow && rc.table.peek && rc.exempt && e.unrouted != nil {
+	if rc.pre.headerNow && rc.table.peek && rc.exempt {
 		// A trusted sender is not bound as one client: from here on the
 		// client its header names is.
-		k := c.Client.Addr()
-		if !e.unrouted.Acquire(k) {
-			c.Refuse(tcp.Gently(e.rejectUnrouted(k)))
+		k, ok, gently := e.holdUnrouted(c)
+		if !ok {
+			c.Refuse(c.Gently(gently))
 			return
 		}
 		rc.held = k
 	}
 	if out == preRoute {
-		rc.route(rc.buf[rc.pre.hdrEnd+rc.pre.pgSkip:])
+		rc.endPreroute(rc.buf[rc.pre.hdrEnd+rc.pre.pgSkip:])
 		return
 	}
 	if rc.wait > 0 && rc.pre.hdrEnd > 0 && len(rc.buf) == rc.pre.hdrEnd && rc.silentBy == 0 && !rc.eof {
@@ -395,17 +418,17 @@ const (
 func (p *preroute) step(buf []byte, eof bool, c *tcp.Conn) (preOutcome, error) {
 	p.headerNow = false
 	if p.pp && !p.ppDone {
-		end, err := headerEnd(buf)
+		end, err := sniff.HeaderEnd(buf)
 		switch {
 		case err != nil:
 			return preFailed, err
 		case end < 0:
 			p.ppDone = true // no header: every byte is the client's
 		case end == 0:
-			if !eof && len(buf) < maxV2Header {
+			if !eof && len(buf) < sniff.MaxV2Header {
 				return preWait, nil // a header prefix: wait for the rest
 			}
-			if signed(buf) {
+			if sniff.Signed(buf) {
 				return preFailed, errors.New("unfinished PROXY protocol header")
 			}
 			p.ppDone = true // part of a signature, then the end: not a header
@@ -421,21 +444,21 @@ func (p *preroute) step(buf []byte, eof bool, c *tcp.Conn) (preOutcome, error) {
 		return preRoute, nil
 	}
 	if p.starttls && !p.pgDone && len(payload) > 0 {
-		switch pgPreamble(payload) {
-		case pgMore:
+		switch sniff.PGStart(payload) {
+		case sniff.PGMore:
 			if eof {
 				return preFailed, errors.New("client closed in the middle of a PostgreSQL SSLRequest")
 			}
 			return preWait, nil
-		case pgSSL:
-			p.pgSkip += len(pgSSLRequest)
+		case sniff.PGSSL:
+			p.pgSkip += len(sniff.SSLRequest)
 			p.pgDone, p.pgTLS, p.answer = true, true, 'S'
 			return preAnswer, nil
-		case pgGSSENC:
+		case sniff.PGGSSENC:
 			if p.pgSkip > 0 {
 				return preFailed, errors.New("a second PostgreSQL GSSENCRequest")
 			}
-			p.pgSkip += len(pgGSSENCRequest)
+			p.pgSkip += len(sniff.GSSENCRequest)
 			p.answer = 'N'
 			return preAnswer, nil
 		default:
@@ -449,12 +472,12 @@ func (p *preroute) step(buf []byte, eof bool, c *tcp.Conn) (preOutcome, error) {
 		}
 		return preWait, nil
 	}
-	if !isTLS(payload) {
+	if !sniff.IsTLS(payload) {
 		return preRoute, nil
 	}
-	// A hello longer than maxHelloBytes is refused however much of it is
+	// A hello longer than sniff.MaxHelloBytes is refused however much of it is
 	// here: the parser sees at most that much.
-	h, err := readHello(needMore{}, payload[:min(len(payload), maxHelloBytes)], maxHelloBytes)
+	h, err := sniff.ReadHello(needMore{}, payload[:min(len(payload), sniff.MaxHelloBytes)], sniff.MaxHelloBytes)
 	if errors.Is(err, errNeedMore) {
 		if eof {
 			return preFailed, errors.New("client closed in the middle of its ClientHello")
@@ -464,16 +487,25 @@ func (p *preroute) step(buf []byte, eof bool, c *tcp.Conn) (preOutcome, error) {
 	if err != nil {
 		return preFailed, err
 	}
-	c.SNI, c.ALPN = h.sni, h.alpn
+	c.SNI, c.ALPN = h.SNI, h.ALPN
 	return preRoute, nil
 }
 
-// signed reports whether buf holds a whole v1 or v2 signature.
-func signed(buf []byte) bool {
-	return len(buf) >= len(sigV1) && buf[0] == sigV1[0] || len(buf) >= len(sigV2)
+// applyHeader parses one complete PROXY header (sniff.HeaderEnd framed it)
+// and, from a trusted sender, makes its source and destination the
+// connection's client and local addresses.
+func applyHeader(hdr []byte, c *tcp.Conn, trusted bool) error {
+	h, err := sniff.ParseHeader(hdr)
+	if err != nil {
+		return err
+	}
+	if trusted && h.Source.IsValid() { // TCP over IPv4 or IPv6; LOCAL, UDP and UNIX keep the peer
+		c.Client, c.Local = h.Source, h.Destination
+	}
+	return nil
 }
 
-// errNeedMore is what readHello gets when the bytes read so far end before
+// errNeedMore is what sniff.ReadHello gets when the bytes read so far end before
 // the ClientHello does.
 var errNeedMore = errors.New("ClientHello incomplete")
 
@@ -487,13 +519,13 @@ func (rc *rconn) prerouteTimeout() {
 		// Silent: a client of a server-first protocol. Routed as plain TCP
 		// (and, before any header, as a client without one).
 		rc.pre.ppDone = true
-		rc.route(nil)
+		rc.endPreroute(nil)
 		return
 	}
 	if rc.deadline != 0 && now >= rc.deadline {
-		if rc.pre.pp && !rc.pre.ppDone && !signed(rc.buf) && !rc.pre.peek {
+		if rc.pre.pp && !rc.pre.ppDone && !sniff.Signed(rc.buf) && !rc.pre.peek {
 			rc.pre.ppDone = true // part of a signature and no more: not a header
-			rc.route(rc.buf)
+			rc.endPreroute(rc.buf)
 			return
 		}
 		rc.prerouteFailed(errors.New("nothing to route on before the read timeout"))
@@ -526,9 +558,9 @@ func (rc *rconn) prerouteFailed(err error) {
 	rc.c.Reject()
 }
 
-// route leaves the pre-routing phase: payload (what the client sent past any
-// header) goes to the backend first.
-func (rc *rconn) route(payload []byte) {
+// endPreroute leaves the pre-routing phase: payload (what the client sent
+// past any header) goes to the backend first.
+func (rc *rconn) endPreroute(payload []byte) {
 	rc.releaseHeld()
 	if rc.timerAt != 0 {
 		rc.l.arm(rc, 0)
@@ -536,138 +568,116 @@ func (rc *rconn) route(payload []byte) {
 	if len(payload) > 0 {
 		rc.c.Peeked = payload
 	}
-	rc.enterChain(rc.table)
-}
-
-// enterChain routes the connection through t and its router's chain. A
-// chain that has not finished with it when it returns (a middleware waiting
-// for a shared store's answer, tcp.Conn.Later) holds it: it is pinned, never
-// recycled (loop.recycle).
-func (rc *rconn) enterChain(t *Table) {
-	rc.state = stateRouting
-	rc.ep.route(&rc.c, t)
-	if rc.state == stateRouting {
-		rc.pinned = true
-	}
+	rc.ep.route(rc, rc.table)
 }
 
 // The service.
 
-// startService dials one of lb's servers for the connection (the load
-// balancer's ServeTCP, on the loop). With capped servers it takes a slot
+// carry takes the connection from the service's pick to its end (plane):
+// on the loop, or on goroutines when lb dials a server with TLS (the
+// connection leaves the loop first). With capped servers it takes a slot
 // first, or waits in the service's queue for one.
-func (rc *rconn) startService(lb *loadBalancer) {
-	rc.lb = lb
-	rc.delay = int64(lb.delay)
-	if lb.obs != nil {
-		rc.began = time.Now()
-	}
-	if cp := lb.cap; cp != nil {
-		s, queued := cp.admit(rc)
-		switch {
-		case s != nil:
-			rc.capSlot = s
-			rc.first = &s.srv
-			rc.dial(&s.srv)
-		case queued:
-			rc.state = stateQueued
-			rc.pinned = true // the queue holds it, and a slot may be posted to it
-			if !rc.registerClient() {
-				if cp.leave(rc) {
-					rc.c.Reject()
-				}
-				return
-			}
-			cp.mu.Lock()
-			timeout := cp.timeout
-			cp.mu.Unlock()
-			rc.l.arm(rc, rc.l.mono()+int64(timeout))
-		default:
-			cp.full.Add(1)
-			rc.refuseQueue(cp, "its queue is full")
+func (rc *rconn) carry(lb *loadBalancer) {
+	if lb.goroutines {
+		if g := rc.leaveLoop(); g != nil {
+			g.p.lb = lb // for carryOn: a function, not a closure to allocate
+			g.ep.spawn(g, carryOn)
 		}
 		return
 	}
-	idx := lb.pick()
-	if idx < 0 {
-		lb.log.Debug().Str("service", lb.name).Str("router", rc.c.Router).Msg("no healthy server")
+	rc.delay = int64(lb.delay)
+	switch rc.p.begin(lb, &rc.c, rc, rc.ep.clientKey(rc.c.Client.Addr())) {
+	case pickDial:
+		rc.dial()
+	case pickQueued:
+		rc.state = stateQueued
+		rc.pinned = true // the queue holds it, and a slot may be posted to it
+		if !rc.registerClient() {
+			if rc.p.leave() {
+				rc.c.Reject()
+			}
+			return
+		}
+		// Its client may have gone before it was watched for it (while
+		// a middleware decided), and told so by an edge already spent.
+		if rc.clientGone() {
+			rc.leaveQueue()
+			return
+		}
+		rc.l.arm(rc, rc.l.mono()+int64(rc.p.waitLimit()))
+	default:
 		rc.c.Refuse(true)
-		return
 	}
-	rc.first = &lb.servers[idx]
-	rc.dial(rc.first)
 }
 
-// handSlot gives the queued connection a slot, on its loop (waiter).
+// handSlot gives the queued connection a slot, or its eviction (s nil), on
+// its loop (waiter).
 func (rc *rconn) handSlot(cp *capacity, s *capServer) {
 	rc.l.post(func(*loop) { rc.dequeued(cp, s) })
 }
 
-// dequeued hands a queued connection the slot s (on its loop).
+// dequeued hands a queued connection the slot s, or refuses it when s is
+// nil: it lost its place to a client holding fewer. A connection whose
+// client went away meanwhile gives the slot back (the event that says so
+// may not have been read yet): no server is dialled for a client that is
+// gone.
 func (rc *rconn) dequeued(cp *capacity, s *capServer) {
 	if rc.state != stateQueued { // it left the queue meanwhile (timed out, closed)
-		cp.release(s)
+		if s != nil {
+			cp.release(s)
+		}
 		return
 	}
-	rc.capSlot = s
-	rc.first = &s.srv
+	if !rc.p.handed(&rc.c, s) {
+		rc.c.Refuse(true)
+		return
+	}
+	if rc.clientGone() {
+		rc.p.release()
+		rc.c.Refuse(true)
+		return
+	}
 	rc.l.arm(rc, 0)
-	rc.dial(&s.srv)
+	rc.dial()
 }
 
-// queueTimeout ends a connection that waited too long for a slot.
+// queueTimeout ends a connection that waited too long for a slot: gently
+// (the backend's capacity, not the client, is the reason).
 func (rc *rconn) queueTimeout() {
-	cp := rc.lb.cap
-	if !cp.leave(rc) {
-		return // a slot is on its way
-	}
-	cp.expired.Add(1)
-	rc.refuseQueue(cp, "it waited the queue timeout")
-}
-
-// refuseQueue closes a connection a capped service could not take: gently
-// (the backend's capacity, not the client, is the reason), logged at a
-// bounded rate.
-func (rc *rconn) refuseQueue(cp *capacity, why string) {
-	cp.logRefusal(rc.lb, &rc.c, why)
-	rc.c.Refuse(true)
-}
-
-func (rc *rconn) releaseSlot() {
-	if rc.capSlot != nil {
-		rc.lb.cap.release(rc.capSlot)
-		rc.capSlot = nil
+	if rc.p.timedOut(&rc.c) {
+		rc.c.Refuse(true)
 	}
 }
 
-func (rc *rconn) dial(srv *server) {
-	rc.srv = srv
+// dial connects to the plan's server: its address, or a host name looked
+// up off the loop first.
+func (rc *rconn) dial() {
 	if !rc.registerClient() {
 		rc.c.Reject()
 		return
 	}
-	if !srv.ap.IsValid() {
+	if srv := rc.p.srv; !srv.ap.IsValid() {
 		rc.resolve(srv)
 		return
 	}
-	rc.connect(srv.ap)
+	rc.connect(rc.p.srv.ap)
 }
 
 func (rc *rconn) connect(ap netip.AddrPort) {
-	fd, err := sysSocket(familyOf(ap))
+	fd, err := netpoll.Socket(netpoll.Family(ap))
 	if err != nil {
 		rc.dialFailed(err)
 		return
 	}
-	_ = sysSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	if ka := rc.lb.keepAlive; ka > 0 {
+	_ = netpoll.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if ka := rc.p.lb.keepAlive; ka > 0 {
 		secs := max(int(ka/time.Second), 1)
-		_ = sysSetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
-		_ = sysSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs)
-		_ = sysSetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs)
+		_ = netpoll.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+		_ = netpoll.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, secs)
+		_ = netpoll.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, secs)
 	}
-	if err := connectRaw(fd, ap); err != nil && err != unix.EINPROGRESS {
-		_ = sysClose(fd)
+	if err := netpoll.Connect(fd, ap); err != nil && err != unix.EINPROGRESS {
+		_ = netpoll.Close(fd)
 		rc.dialFailed(err)
 		return
 	}
@@ -677,16 +687,16 @@ func (rc *rconn) connect(ap netip.AddrPort) {
 		return
 	}
 	rc.state = stateDialing
-	rc.l.arm(rc, rc.l.mono()+int64(rc.lb.dialTimeout))
+	rc.l.arm(rc, rc.l.mono()+int64(rc.p.lb.dialTimeout))
 }
 
 // resolve looks a server's host name up off the loop, then connects.
 func (rc *rconn) resolve(srv *server) {
 	rc.state = stateResolving
 	rc.pinned = true // the lookup's goroutine posts back to it
-	rc.l.arm(rc, rc.l.mono()+int64(rc.lb.dialTimeout))
+	rc.l.arm(rc, rc.l.mono()+int64(rc.p.lb.dialTimeout))
 	host, port := srv.host, srv.port
-	timeout := rc.lb.dialTimeout
+	timeout := rc.p.lb.dialTimeout
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
@@ -714,41 +724,16 @@ func (rc *rconn) resolve(srv *server) {
 	}()
 }
 
-// dialFailed counts and logs a failed dial and tries the next healthy
-// server once; then the client is closed.
+// dialFailed closes the backend socket and tries the other server once
+// (plan.dialFailed); then the client is closed, gently: the backend failed,
+// not the client.
 func (rc *rconn) dialFailed(err error) {
-	lb := rc.lb
 	rc.closeBackend()
-	rc.releaseSlot()
-	addr := rc.srv.address
-	lb.counters.DialErrors.Add(1)
-	if ok, suppressed := lb.counters.dialLog.Allow(ratelog.String(addr)); ok {
-		ev := lb.log.Warn().Err(err).Str("service", lb.name).Str("server", addr).Str("router", rc.c.Router)
-		if suppressed > 0 {
-			ev = ev.Uint64("suppressed", suppressed)
-		}
-		ev.Msg("backend dial failed")
+	if rc.p.dialFailed(&rc.c, err) {
+		rc.dial()
+		return
 	}
-	if rc.attempt == 0 && len(lb.servers) > 1 {
-		rc.attempt = 1
-		if cp := lb.cap; cp != nil {
-			cp.mu.Lock()
-			s := cp.take()
-			cp.mu.Unlock()
-			if s != nil && &s.srv != rc.first {
-				rc.capSlot = s
-				rc.dial(&s.srv)
-				return
-			}
-			if s != nil {
-				cp.release(s)
-			}
-		} else if idx := lb.pick(); idx >= 0 && &lb.servers[idx] != rc.first {
-			rc.dial(&lb.servers[idx])
-			return
-		}
-	}
-	rc.c.Refuse(true) // the backend failed, not the client: an orderly close
+	rc.c.Refuse(true)
 }
 
 // connected starts the copy: first what must precede the client's bytes (a
@@ -764,8 +749,8 @@ func (rc *rconn) connected() {
 		rc.up.readable = !rc.eof
 	}
 	c := &rc.c
-	if rc.lb.ppVer != 0 {
-		h, err := proxyproto.HeaderProxyFromAddrs(rc.lb.ppVer, tcpAddr(c.Client), tcpAddr(c.LocalAddr())).Format()
+	if rc.p.lb.ppVer != 0 {
+		h, err := proxyproto.HeaderProxyFromAddrs(rc.p.lb.ppVer, tcpAddr(c.Client), tcpAddr(c.LocalAddr())).Format()
 		if err != nil {
 			rc.end(true)
 			return
@@ -776,76 +761,16 @@ func (rc *rconn) connected() {
 		// PostgreSQL STARTTLS on a passthrough route: the client was told
 		// 'S' and sent its ClientHello, which the backend may only see once
 		// it too has agreed to TLS (postgres.go).
-		rc.up.pend = append(rc.up.pend, pgSSLRequest...)
+		rc.up.pend = append(rc.up.pend, sniff.SSLRequest...)
 		rc.pgHello, c.Peeked, rc.buf = c.Peeked, nil, nil
 		rc.state = statePgBackend
-		rc.l.arm(rc, rc.l.mono()+int64(rc.lb.dialTimeout))
+		rc.l.arm(rc, rc.l.mono()+int64(rc.p.lb.dialTimeout))
 		rc.pgAsk()
 		return
 	}
 	rc.up.pend = append(rc.up.pend, c.Peeked...)
 	c.Peeked, rc.buf = nil, nil
 	rc.pump()
-}
-
-// pgAsk sends the backend the SSLRequest the client sent tollgate and reads
-// its one-byte answer: 'S' starts the copy with the client's ClientHello,
-// anything else ends the connection (the client, told 'S', waits for a
-// ServerHello only the backend can send).
-func (rc *rconn) pgAsk() {
-	for len(rc.up.pend) > 0 {
-		if !rc.up.writable {
-			return
-		}
-		n, err := sysWrite(rc.bfd, rc.up.pend)
-		if err == unix.EAGAIN {
-			rc.up.writable = false
-			return
-		}
-		if err != nil {
-			rc.pgRefused("writing the SSLRequest: " + err.Error())
-			return
-		}
-		rc.up.pend = rc.up.pend[n:]
-	}
-	if !rc.dn.readable {
-		return
-	}
-	var b [1]byte
-	n, err := sysRead(rc.bfd, b[:])
-	switch {
-	case err == unix.EAGAIN:
-		rc.dn.readable = false
-		return
-	case err != nil:
-		rc.pgRefused("reading its answer: " + err.Error())
-		return
-	case n == 0:
-		rc.pgRefused("it closed without answering")
-		return
-	case b[0] != 'S':
-		rc.pgRefused(fmt.Sprintf("it answered %q, not 'S' (is ssl on?)", b[0]))
-		return
-	}
-	rc.state = stateProxying
-	rc.l.arm(rc, 0)
-	// One byte was read of what may be more: read on, the edge is spent.
-	rc.up.pend, rc.pgHello, rc.dn.readable = rc.pgHello, nil, true
-	rc.pump()
-}
-
-// pgRefused logs, at a bounded rate, why a backend did not take PostgreSQL
-// TLS, and ends the connection.
-func (rc *rconn) pgRefused(why string) {
-	lb := rc.lb
-	if ok, suppressed := lb.counters.dialLog.Allow(ratelog.String(rc.srv.address)); ok {
-		ev := lb.log.Warn().Str("service", lb.name).Str("server", rc.srv.address).Str("router", rc.c.Router).Str("reason", why)
-		if suppressed > 0 {
-			ev = ev.Uint64("suppressed", suppressed)
-		}
-		ev.Msg("backend did not agree to PostgreSQL TLS after the client's SSLRequest: connection closed")
-	}
-	rc.end(true)
 }
 
 // pump moves what can be moved both ways, and ends the connection when both
@@ -858,6 +783,32 @@ func (rc *rconn) pump() {
 	if rc.up.shut && rc.dn.shut {
 		rc.end(false)
 	}
+}
+
+// passEnd passes d's end on to dst, once d's source ended and what it sent
+// is written (once: nothing when d is shut). For the second direction to
+// end, the close that follows says it: no shutdown call.
+func (rc *rconn) passEnd(d *direction, dst int) {
+	if d.shut {
+		return
+	}
+	other := &rc.up
+	if d == &rc.up {
+		other = &rc.dn
+	}
+	if !other.shut && rc.delay == 0 {
+		// A termination delay of 0 gives the other direction no time at
+		// all: the connection ends with this one, and the two closes pass
+		// the end on to both peers (as nginx does by default; no shutdown,
+		// no wait for the other side's end).
+		d.shut, other.shut = true, true
+		return
+	}
+	if !other.shut {
+		_ = netpoll.Shutdown(dst, unix.SHUT_WR)
+	}
+	d.shut = true
+	rc.directionDone(d)
 }
 
 // move copies d's source to its destination until the source has nothing
@@ -880,7 +831,7 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 			if !d.writable {
 				return true
 			}
-			n, err := sysSplice(d.pipe.r, dst, d.inPipe)
+			n, err := netpoll.Splice(d.pipe.R, dst, d.inPipe)
 			if err == unix.EAGAIN {
 				d.writable = false
 				return true
@@ -898,7 +849,7 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 			if !d.writable {
 				return true
 			}
-			n, err := sysWrite(dst, d.pend)
+			n, err := netpoll.Write(dst, d.pend)
 			if err == unix.EAGAIN {
 				d.writable = false
 				return true
@@ -913,28 +864,7 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 			d.pend = nil
 		}
 		if d.eof {
-			if !d.shut {
-				// Pass the end on. For the second direction to end, the
-				// close that follows says it: no shutdown call.
-				other := &rc.up
-				if d == &rc.up {
-					other = &rc.dn
-				}
-				if !other.shut && rc.delay == 0 {
-					// A termination delay of 0 gives the other direction
-					// no time at all: the connection ends with this one,
-					// and the two closes pass the end on to both peers (as
-					// nginx does by default; no shutdown, no wait for the
-					// other side's end).
-					d.shut, other.shut = true, true
-					return true
-				}
-				if !other.shut {
-					_ = sysShutdown(dst, unix.SHUT_WR)
-				}
-				d.shut = true
-				rc.directionDone(d)
-			}
+			rc.passEnd(d, dst)
 			return true
 		}
 		if !d.readable {
@@ -942,7 +872,7 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 		}
 		if d.splice {
 			if p := l.getPipe(); p != nil {
-				n, err := sysSplice(src, p.w, min(p.size, spliceChunk))
+				n, err := netpoll.Splice(src, p.W, min(p.Size, spliceChunk))
 				switch {
 				case err == unix.EAGAIN:
 					l.putPipe(p)
@@ -962,9 +892,9 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 				d.n += int64(n)
 				continue
 			}
-			rc.lb.counters.SpliceFallbacks.Add(1) // no pipe: through the buffer this time
+			rc.p.lb.counters.SpliceFallbacks.Add(1) // no pipe: through the buffer this time
 		}
-		n, err := sysRead(src, l.scratch)
+		n, err := netpoll.Read(src, l.scratch)
 		if err == unix.EAGAIN {
 			d.readable = false
 			return true
@@ -985,7 +915,7 @@ func (rc *rconn) move(d *direction, src, dst int) bool {
 		}
 		w := 0
 		if d.writable {
-			w, err = sysWrite(dst, l.scratch[:n])
+			w, err = netpoll.Write(dst, l.scratch[:n])
 			if err == unix.EAGAIN {
 				w, d.writable = 0, false
 			} else if err != nil {
@@ -1014,46 +944,29 @@ func (rc *rconn) directionDone(d *direction) {
 	}
 }
 
-// end closes both sockets, reports the connection to the observers and
-// finishes it.
+// end closes both sockets and ends the connection as every proxied one
+// ends (plan.finish).
 func (rc *rconn) end(failed bool) {
 	if rc.state == stateDone {
 		return
 	}
-	rc.failed = failed
 	rc.state = stateDone
 	rc.l.arm(rc, 0)
 	rc.releaseHeld()
 	if rc.cfd >= 0 {
-		_ = sysClose(rc.cfd)
+		_ = netpoll.Close(rc.cfd)
 		rc.cfd = -1
 	}
 	rc.closeBackend()
-	rc.releaseSlot()
 	for _, d := range []*direction{&rc.up, &rc.dn} {
 		if d.pipe != nil {
-			d.pipe.close() // it may hold bytes: not back to the pool
+			d.pipe.Close() // it may hold bytes: not back to the pool
 			d.pipe = nil
 		}
 	}
-	if rc.lb != nil && rc.lb.obs != nil {
-		rc.observe()
-	}
-	rc.c.Finish()
+	rc.p.finish(&rc.c, rc.up.n, rc.dn.n, failed)
 	rc.l.release(rc)
 	rc.l.recycle(rc)
-}
-
-// socketError returns the error a failed non-blocking connect left.
-func socketError(fd int) error {
-	v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
-	if err != nil {
-		return err
-	}
-	if v == 0 {
-		return errors.New("connection failed")
-	}
-	return unix.Errno(v)
 }
 
 func hostPort(address string) (string, uint16, bool) {

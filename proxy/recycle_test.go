@@ -15,7 +15,7 @@ import (
 // allocation once its loop has spare rconns: the same client and backend
 // allocate as much with the proxy between them as without it. Before loops
 // recycled rconns, each connection allocated one, and the collector ran
-// every few thousand connections (bench/README.md).
+// every few thousand connections (bench/results/2026-12-02-0445-intel-xeon.md).
 func TestProxiedConnectionsAllocateNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector changes what the runtime and net allocate (sync.Pool drops items at random)")

@@ -3,15 +3,17 @@ package proxy
 import (
 	"crypto/tls"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
-	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
-	"github.com/tollgate-proxy/tollgate/middleware/ipallowlist"
-	"github.com/tollgate-proxy/tollgate/middleware/ratelimit"
+	"github.com/tollgate-proxy/tollgate/middleware"
+	"github.com/tollgate-proxy/tollgate/proxy/accesslog"
+	"github.com/tollgate-proxy/tollgate/proxy/health"
+	"github.com/tollgate-proxy/tollgate/proxy/tlsconf"
 )
 
 // Resource statuses, as in Traefik's API.
@@ -71,36 +73,54 @@ type RouterInfo struct {
 type ServiceInfo struct {
 	*config.TCPService
 	ResourceStatus
-	UsedBy       []string          `json:"usedBy,omitempty"`
+	UsedBy []string `json:"usedBy,omitempty"`
+	// ServerStatus is each server's UP or DOWN as of this reload, for a
+	// load balancer with a health check (State.ServerStatus is the status
+	// now). Without one, every server is UP, and ServerStatus is nil: AllUp
+	// makes what the API shows (a map kept for each service was a fifth of
+	// what a compiled configuration holds per service).
 	ServerStatus map[string]string `json:"serverStatus,omitempty"`
 	// Capacity is a capped service's live slots and queue (filled by the API).
 	Capacity *CapacityState `json:"capacity,omitempty"`
 }
 
-// MiddlewareInfo is a middleware's configuration with what compiling it found
-// and, for inFlightConn and rateLimit, its live limiter state.
+// AllUp returns, for a load balancer without a health check that compiled
+// (not disabled), each of its servers UP, made on each call; nil for any
+// other service.
+func (si *ServiceInfo) AllUp() map[string]string {
+	if si.Status == StatusDisabled || si.TCPService == nil || si.LoadBalancer == nil ||
+		si.LoadBalancer.HealthCheck != nil || len(si.LoadBalancer.Servers) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(si.LoadBalancer.Servers))
+	for _, s := range si.LoadBalancer.Servers {
+		m[s.Address] = health.UpDown(nil)
+	}
+	return m
+}
+
+// MiddlewareInfo is a middleware's configuration with what compiling it
+// found: its kind's type name, and its Live state when it was built.
 type MiddlewareInfo struct {
 	*config.TCPMiddleware
 	ResourceStatus
-	UsedBy  []string            `json:"usedBy,omitempty"`
-	Type    string              `json:"type,omitempty"`
-	Limiter *inflightconn.State `json:"inFlight,omitempty"`
-	// Store is the shared store an inFlightConn middleware keeps its budget
-	// in (inFlightConn.store), as this replica sees it (filled by the API).
-	Store *inflightconn.StoreState `json:"store,omitempty"`
-	// RateLimiter is a rateLimit middleware's live state ("rateLimit" is its
-	// configuration, from the embedded TCPMiddleware).
-	RateLimiter *ratelimit.State `json:"rateLimitState,omitempty"`
+	UsedBy []string `json:"usedBy,omitempty"`
+	Type   string   `json:"type,omitempty"`
 
-	limiter     *inflightconn.Limiter
-	rateLimiter *ratelimit.Limiter
+	kind string // the kind's name when it was built (middleware.Built.Kind)
+	live any    // middleware.Built.Live
 }
 
-// LiveLimiter returns the limiter behind an inFlightConn middleware, or nil.
-func (m *MiddlewareInfo) LiveLimiter() *inflightconn.Limiter { return m.limiter }
+// Live returns the middleware's live state (middleware.Built.Live): what
+// the API shows of it (a middleware.Viewer, a middleware.ClientLister) and
+// an upgrade hands over; nil for one not built or with none.
+func (mi *MiddlewareInfo) Live() any { return mi.live }
 
-// LiveRateLimiter returns the limiter behind a rateLimit middleware, or nil.
-func (m *MiddlewareInfo) LiveRateLimiter() *ratelimit.Limiter { return m.rateLimiter }
+// TransportInfo is what compiling a servers transport found: disabled, with
+// its error, when no service can dial with it.
+type TransportInfo struct {
+	ResourceStatus
+}
 
 // Runtime is what one Compile produced: every resource with its status, keyed
 // by qualified name. It is immutable once published.
@@ -108,6 +128,10 @@ type Runtime struct {
 	Routers     map[string]*RouterInfo     `json:"tcpRouters"`
 	Services    map[string]*ServiceInfo    `json:"tcpServices"`
 	Middlewares map[string]*MiddlewareInfo `json:"tcpMiddlewares"`
+	// ServersTransports are the configuration's tcp.serversTransports (not
+	// in Traefik's rawdata, which has no TCP transports): the services that
+	// use a disabled one are disabled too, with its error.
+	ServersTransports map[string]*TransportInfo `json:"-"`
 	// Certificates are the default TLS store's certificates as loaded (or
 	// not) by this Compile, for GET /api/tls/certificates; empty when no
 	// router terminates TLS.
@@ -140,40 +164,63 @@ type CertResolver interface {
 	Held() (certs map[string]*tls.Certificate, missing map[string]string)
 }
 
-// State is what outlives configuration generations: limiters, allow-list and
+// State is what outlives configuration generations: the middleware kinds'
+// state (Keepers: limiters, allow-list counters, databases, bouncers),
 // service counters, router gauges. Compile looks them up by qualified name.
 // The zero value is not usable: use NewState.
 type State struct {
-	Limiters     inflightconn.Registry
-	RateLimiters ratelimit.Registry
+	mws     *middleware.Keepers // each middleware kind's state, by qualified name
+	offline bool                // tollgate check: middlewares read no file and reach nothing
 
-	health healthRegistry // load balancers' health checkers, by service (health.go)
+	health health.Registry // load balancers' health checkers, by service (health.go)
 
 	mu       sync.Mutex
-	allow    map[string]*ipallowlist.Counters
 	services map[string]*ServiceCounters
 	routers  map[string]*atomic.Int64
 	log      zerolog.Logger
 
 	capacities       map[string]*capacity // capped services' slots and queues (capacity.go)
 	tls              map[string]*TLSCounters
-	defaultCert      defaultCert                 // generated once, when no default certificate is configured
+	defaultCert      tlsconf.DefaultCert         // generated once, when no default certificate is configured
 	resolvers        map[string]bool             // certificatesResolvers of the static configuration
 	acme             map[string]CertResolver     // their ACME, nil without; a nil map: not known (tollgate check)
 	defaultTransport *config.TCPServersTransport // the static tcpServersTransport, or nil
 	defaultEPs       []string                    // the entry points marked asDefault
-	observers        ConnObservers               // what closed connections report (accesslog.go)
-	routerStats      routerStats                 // per-router bytes and durations (metrics_conn.go)
+	precedence       []string                    // providers.precedence
+	observers        ConnObservers               // what closed connections report (package accesslog)
+	routerStats      accesslog.Routers           // per-router bytes and durations
 }
 
-// NewState returns empty state logging through log.
-func NewState(log zerolog.Logger) *State {
-	return &State{
-		allow:    make(map[string]*ipallowlist.Counters),
-		services: make(map[string]*ServiceCounters),
-		routers:  make(map[string]*atomic.Int64),
-		log:      log,
+// NewState returns the state of a first generation, logging through log
+// and built with o.
+func NewState(log zerolog.Logger, o StateOptions) *State {
+	s := &State{
+		services:         make(map[string]*ServiceCounters),
+		routers:          make(map[string]*atomic.Int64),
+		log:              log,
+		defaultTransport: o.DefaultTransport,
+		defaultEPs:       append([]string(nil), o.DefaultEntryPoints...),
+		precedence:       append([]string(nil), o.ProviderPrecedence...),
+		observers:        o.Observers,
+		offline:          o.Offline,
 	}
+	s.mws = middleware.NewKeepers(middleware.Options{Log: log, Stores: o.Stores})
+	if o.CertResolvers != nil || o.CertResolverNames != nil {
+		s.resolvers = map[string]bool{}
+	}
+	for _, n := range o.CertResolverNames {
+		s.resolvers[n] = true
+	}
+	if o.CertResolvers != nil {
+		s.acme = map[string]CertResolver{}
+		for n, r := range o.CertResolvers {
+			s.resolvers[n], s.acme[n] = true, r
+		}
+	}
+	if len(o.Health) > 0 {
+		s.health.Seed(o.Health)
+	}
+	return s
 }
 
 func getOrNew[T any](mu *sync.Mutex, m map[string]*T, name string) *T {
@@ -187,10 +234,10 @@ func getOrNew[T any](mu *sync.Mutex, m map[string]*T, name string) *T {
 	return v
 }
 
-// AllowCounters returns the counters of the named allow list.
-func (s *State) AllowCounters(name string) *ipallowlist.Counters {
-	return getOrNew(&s.mu, s.allow, name)
-}
+// Keepers are the middleware kinds' state that outlives reloads (limiter
+// registries, databases, bouncers, counts), each reached through its
+// kind's accessor (inflightconn.Limiters).
+func (s *State) Keepers() *middleware.Keepers { return s.mws }
 
 // ServiceCounters returns the counters of the named service.
 func (s *State) ServiceCounters(name string) *ServiceCounters {
@@ -221,35 +268,21 @@ func (s *State) EachTLSCounters(f func(router string, c *TLSCounters)) {
 	}
 }
 
-// SetCertResolvers names the certificatesResolvers of the static
-// configuration: a router naming another is disabled. Call it before the
-// first Apply.
-func (s *State) SetCertResolvers(names []string) {
+// providerRank is the place of a qualified name's provider in
+// providers.precedence: 0 for the first, len for one not named.
+func (s *State) providerRank() func(name string) int {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.resolvers = map[string]bool{}
-	for _, n := range names {
-		s.resolvers[n] = true
+	prec := s.precedence
+	s.mu.Unlock()
+	return func(name string) int {
+		_, prov, _ := strings.Cut(name, "@")
+		for i, p := range prec {
+			if strings.EqualFold(p, prov) {
+				return i
+			}
+		}
+		return len(prec)
 	}
-}
-
-// SetDefaultTransport sets the static configuration's tcpServersTransport:
-// the transport of the services that name none, and default@internal. Nil
-// (no static tcpServersTransport) leaves those services on DialTimeout and
-// no keepalive probes. Call it before the first Apply.
-func (s *State) SetDefaultTransport(tr *config.TCPServersTransport) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.defaultTransport = tr
-}
-
-// SetDefaultEntryPoints names the entry points marked asDefault: the
-// routers that name no entry point listen on those (on every entry point
-// when there are none). Call it before the first Apply.
-func (s *State) SetDefaultEntryPoints(names []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.defaultEPs = append([]string(nil), names...)
 }
 
 func (s *State) defaultEntryPoints() []string {
@@ -258,30 +291,13 @@ func (s *State) defaultEntryPoints() []string {
 	return s.defaultEPs
 }
 
-// DefaultTransport is what SetDefaultTransport set, or nil.
+// DefaultTransport is StateOptions.DefaultTransport, or nil.
 func (s *State) DefaultTransport() *config.TCPServersTransport { return s.getDefaultTransport() }
 
 func (s *State) getDefaultTransport() *config.TCPServersTransport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.defaultTransport
-}
-
-// SetCertResolver adds a certificatesResolvers entry of the static
-// configuration with what obtains its certificates (nil: it has no ACME
-// tlsChallenge or httpChallenge, and the routers naming it are served from the TLS store,
-// with a warning). Call it before the first Apply.
-func (s *State) SetCertResolver(name string, r CertResolver) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.resolvers == nil {
-		s.resolvers = map[string]bool{}
-	}
-	if s.acme == nil {
-		s.acme = map[string]CertResolver{}
-	}
-	s.resolvers[name] = true
-	s.acme[name] = r
 }
 
 // certResolver says whether the named resolver exists, what obtains its
@@ -310,13 +326,11 @@ func (s *State) RouterOpen(name string) *atomic.Int64 {
 	return getOrNew(&s.mu, s.routers, name)
 }
 
-// Each calls f for every named counter set, for metrics collection.
-func (s *State) Each(allow func(string, *ipallowlist.Counters), svc func(string, *ServiceCounters), router func(string, int64)) {
+// Each calls f for every named counter set, for metrics collection (the
+// middlewares': Keepers().Counts).
+func (s *State) Each(svc func(string, *ServiceCounters), router func(string, int64)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for n, c := range s.allow {
-		allow(n, c)
-	}
 	for n, c := range s.services {
 		svc(n, c)
 	}

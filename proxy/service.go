@@ -11,11 +11,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/internal/ratelog"
+	"github.com/tollgate-proxy/tollgate/proxy/accesslog"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
-
-// DialTimeout bounds a backend dial.
-const DialTimeout = 10 * time.Second
 
 // server is one backend address of a load balancer, parsed once at compile
 // time: an IP literal becomes the connect(2) address; a host name is looked
@@ -66,15 +64,18 @@ type loadBalancer struct {
 	next    atomic.Uint32
 	delay   time.Duration
 	ppVer   byte // PROXY protocol version to send; 0 for none
-	// From the servers transport (README, "Servers transports").
+	// From the servers transport (docs/reference/servers-transports.md).
 	dialTimeout time.Duration
 	keepAlive   time.Duration // negative: no keepalive probes
 	tlsConf     *tls.Config   // for servers with tls; nil: verify against the system roots
 	goroutines  bool          // some server is dialled with TLS: every connection is served by goroutines
 	counters    *ServiceCounters
 	cap         *capacity // nil unless a server has a maxConn
-	log         zerolog.Logger
-	obs         *connObserver // nil unless an access log or metrics observe connection ends
+	// log is the Compile's logger, one for every service: the service name
+	// is added at the (rare) log sites, and a logger value here would be a
+	// hundred bytes for each of 100,000 services.
+	log *zerolog.Logger
+	obs *accesslog.Observer // nil unless an access log or metrics observe connection ends
 }
 
 var _ tcp.Handler = (*loadBalancer)(nil)
@@ -96,30 +97,18 @@ func (lb *loadBalancer) pick() int {
 	return -1
 }
 
-// ServeTCP dials a backend without blocking and proxies the connection
-// once it answers; it returns at once. Connections are served by the
-// entry points' event loops.
-//
-// A connection already served by goroutines (TLS termination) is served on
-// its goroutine: ServeTCP returns once its copy has started on goroutines of
-// its own (proxyGo), or it was refused. One on a loop whose service
-// dials a server with TLS leaves the loop first.
+// ServeTCP hands c to the plane that carries it (its event loop, or
+// goroutines for TLS), which takes it from the load balancer's pick to its
+// end (plan.go); it returns at once, or once a goroutine-served
+// connection's copy has started on goroutines of its own.
 func (lb *loadBalancer) ServeTCP(c *tcp.Conn) {
-	switch s := c.Sock.(type) {
-	case *gconn:
-		lb.serveGo(s)
-	case *rconn:
-		if !lb.goroutines {
-			s.startService(lb)
-			return
-		}
-		if g := detach(s); g != nil {
-			g.ep.goServe(g, lb.serveGo)
-		}
-	default:
+	pl, ok := c.Sock.(plane)
+	if !ok {
 		lb.log.Error().Str("service", lb.name).Str("router", c.Router).Msg("connection of no known kind: closed")
 		c.Reject()
+		return
 	}
+	pl.carry(lb)
 }
 
 func tcpAddr(ap netip.AddrPort) *net.TCPAddr { return net.TCPAddrFromAddrPort(ap) }
@@ -187,10 +176,12 @@ func (lb *loadBalancer) available() bool {
 	return false
 }
 
-// available reports whether some member with a weight is available.
+// available reports whether some member with a weight is available. It
+// reads only what compiling set (a parent asks without w.mu, while w's
+// ServeTCP moves its members' current weights under it).
 func (w *weighted) available() bool {
-	for _, ch := range w.children {
-		if ch.weight > 0 && isAvailable(ch.h) {
+	for i := range w.children {
+		if ch := &w.children[i]; ch.weight > 0 && isAvailable(ch.h) {
 			return true
 		}
 	}

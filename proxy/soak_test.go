@@ -142,7 +142,7 @@ func TestSoak(t *testing.T) {
 		t.Fatalf("%d connections failed (not refused by the limiter); first: %v", failed.Load(), *p)
 	}
 	waitFor(t, "every connection to end", func() bool { return ep.Open() == 0 })
-	l := s.State().Limiters.Lookup("lim@file")
+	l := limiterOf(s, "lim@file")
 	if l == nil {
 		t.Fatal("the limiter is gone")
 	}

@@ -9,11 +9,12 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/middleware"
 	"github.com/tollgate-proxy/tollgate/middleware/inflightconn"
 )
 
 // BenchmarkSharedStore measures what inFlightConn.store costs one replica
-// (README, "Running several replicas"), in one run: one proxied connection
+// (docs/operations/replicas.md), in one run: one proxied connection
 // per op (dial, 64-byte echo, close) through an inFlightConn limiter kept
 // in this process alone ("local") and in a redis-server on loopback
 // ("redis"), one client at a time ("serial": the latency a connection
@@ -34,9 +35,9 @@ func BenchmarkSharedStore(b *testing.B) {
 			}
 			b.Run(name+"/"+mode, func(b *testing.B) {
 				be := startBackend(b, "")
-				s := newTestServer(b, "tcp")
 				mw := limitMW(1000)
 				var store *inflightconn.Store
+				var so StateOptions
 				if shared {
 					st, err := inflightconn.NewRedisStore("shared", &config.RedisStore{Endpoints: []string{rd.Addr},
 						LeaseExpiry: config.Duration(10 * time.Second), Timeout: config.Duration(time.Second)}, nil, nopLog)
@@ -46,9 +47,10 @@ func BenchmarkSharedStore(b *testing.B) {
 					b.Cleanup(st.Close)
 					store = st
 					itest.Eventually(b, 5*time.Second, st.Reachable, "redis store not reachable")
-					s.State().Limiters.SetStores(map[string]*inflightconn.Store{"shared": st})
+					so.Stores = map[string]middleware.Store{"shared": st}
 					mw.InFlightConn.Store = "shared"
 				}
+				s := newServerOpts(b, so, nil, "tcp")
 				apply(s, "file", singleRouter(be.addr(), map[string]*config.TCPMiddleware{"l": mw}, "l"))
 				var rt0 uint64
 				var tot0 time.Duration

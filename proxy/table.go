@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tollgate-proxy/tollgate/proxy/rule"
+	"github.com/tollgate-proxy/tollgate/proxy/sniff"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
@@ -119,7 +120,7 @@ func (t *Table) match(c *tcp.Conn) *route {
 	switch {
 	case !t.peek:
 		return firstMatch(t.routes, c)
-	case !isTLS(c.Peeked):
+	case !sniff.IsTLS(c.Peeked):
 		return firstMatch(t.plain, c)
 	}
 	return t.tls.match(c)

@@ -173,7 +173,7 @@ func greetTLS(t testing.TB, c *tls.Conn) string {
 func greetAgain(t testing.TB, c *tls.Conn) {
 	t.Helper()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	defer c.SetDeadline(time.Time{})
+	defer func() { _ = c.SetDeadline(time.Time{}) }()
 	if _, err := io.WriteString(c, "ping"); err != nil {
 		t.Fatal(err)
 	}
@@ -635,38 +635,23 @@ func startTLSEcho(t testing.TB, name string, kp tls.Certificate, clientCAs *x509
 	}
 	var mu sync.Mutex
 	var seen []string
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				tc := c.(*tls.Conn)
-				_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
-				if err := tc.Handshake(); err != nil {
-					return
-				}
-				if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
-					mu.Lock()
-					seen = append(seen, pc[0].Subject.CommonName)
-					mu.Unlock()
-				}
-				_ = tc.SetDeadline(time.Time{})
-				if _, err := io.WriteString(tc, name); err != nil {
-					return
-				}
-				_, _ = io.Copy(tc, tc)
-			}()
+	itest.StartBackend(t, ln, func(c net.Conn) {
+		tc := c.(*tls.Conn)
+		_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			return
 		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+		if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
+			mu.Lock()
+			seen = append(seen, pc[0].Subject.CommonName)
+			mu.Unlock()
+		}
+		_ = tc.SetDeadline(time.Time{})
+		if _, err := io.WriteString(tc, name); err != nil {
+			return
+		}
+		_, _ = io.Copy(tc, tc)
+	})
 	return ln.Addr().String(), func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), seen...) }
 }
 
@@ -783,8 +768,7 @@ func TestTLSCertResolverAccepted(t *testing.T) {
 	ca := newTestCA(t)
 	_, dbCert, dbKey := ca.issue(t, leafOpts{}, "db.example")
 	a := startBackend(t, "A")
-	s := newServerWith(t, nil, "tls")
-	s.State().SetCertResolver("le", nil)
+	s := newServerOpts(t, StateOptions{CertResolvers: map[string]CertResolver{"le": nil}}, nil, "tls")
 	rt := s.Apply(&config.TCPConfiguration{
 		Routers:  map[string]*config.TCPRouter{"db@file": {Rule: "HostSNI(`db.example`)", Service: "a@file", TLS: &config.RouterTCPTLSConfig{CertResolver: "le"}}},
 		Services: map[string]*config.TCPService{"a@file": lbConfig(a.addr())},
@@ -831,7 +815,7 @@ func TestTLSInlinePEM(t *testing.T) {
 // when unset, an explicit terminationDelay of 0 as 0 (not as unset), and the
 // 10 s dial timeout of a service that names none.
 func TestServersTransportDurations(t *testing.T) {
-	st := NewState(nopLog)
+	st := NewState(nopLog, StateOptions{})
 	defer st.Close()
 	svc := func(tr string) *config.TCPService {
 		return &config.TCPService{LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: "127.0.0.1:1"}}, ServersTransport: tr}}
@@ -854,7 +838,7 @@ func TestServersTransportDurations(t *testing.T) {
 	for ep, want := range map[string][3]time.Duration{
 		"set":   {time.Second, -1, -1},
 		"unset": {TransportDialTimeout, TransportKeepAlive, 100 * time.Millisecond},
-		"none":  {DialTimeout, 0, 100 * time.Millisecond},
+		"none":  {TransportDialTimeout, TransportKeepAlive, 100 * time.Millisecond}, // Traefik's defaults without a transport (was 10 s, no keepalive)
 		"zero":  {TransportDialTimeout, TransportKeepAlive, 0},
 	} {
 		lb := tables[ep].routes[0].handler.(*loadBalancer)
@@ -898,14 +882,13 @@ func TestStaticDefaultTransport(t *testing.T) {
 			"lbdelay":  {3 * time.Second, TransportKeepAlive, 5 * time.Millisecond},
 		}},
 		{"without", nil, map[string][3]time.Duration{
-			"none":     {DialTimeout, 0, 100 * time.Millisecond},
+			"none":     {TransportDialTimeout, TransportKeepAlive, 100 * time.Millisecond}, // was 10 s, no keepalive
 			"named":    {time.Second, TransportKeepAlive, 100 * time.Millisecond},
 			"internal": {TransportDialTimeout, TransportKeepAlive, 100 * time.Millisecond},
-			"lbdelay":  {DialTimeout, 0, 5 * time.Millisecond},
+			"lbdelay":  {TransportDialTimeout, TransportKeepAlive, 5 * time.Millisecond},
 		}},
 	} {
-		st := NewState(nopLog)
-		st.SetDefaultTransport(tc.static)
+		st := NewState(nopLog, StateOptions{DefaultTransport: tc.static})
 		tables, rt := Compile(cfg, eps, st, nopLog)
 		st.Close()
 		for _, name := range []string{"none@file", "named@file", "internal@file"} {
@@ -930,8 +913,7 @@ func TestStaticDefaultTransport(t *testing.T) {
 		nil: "closed",
 		{TLS: &config.TLSClientConfig{InsecureSkipVerify: true}}: "E",
 	} {
-		s := newServerWith(t, nil, "ep")
-		s.State().SetDefaultTransport(static)
+		s := newServerOpts(t, StateOptions{DefaultTransport: static}, nil, "ep")
 		mustEnabled(t, s.Apply(&config.TCPConfiguration{
 			Routers:  map[string]*config.TCPRouter{"r@file": {Rule: "HostSNI(`*`)", Service: "s@file"}},
 			Services: map[string]*config.TCPService{"s@file": tlsService(addr, "")},
@@ -948,10 +930,9 @@ func TestTLSAccessLogAndCounters(t *testing.T) {
 	ca := newTestCA(t)
 	_, dbCert, dbKey := ca.issue(t, leafOpts{}, "db.example")
 	be := startBackend(t, "")
-	s := newServerWith(t, nil, "tls")
 	var buf syncBuffer
 	al := zerolog.New(&buf)
-	s.State().SetConnObservers(ConnObservers{AccessLog: &al, Metrics: true})
+	s := newServerOpts(t, StateOptions{Observers: ConnObservers{AccessLog: &al, Metrics: true}}, nil, "tls")
 	mustEnabled(t, s.Apply(&config.TCPConfiguration{
 		Routers:  map[string]*config.TCPRouter{"db@file": terminating("HostSNI(`db.example`)", "a@file", "")},
 		Services: map[string]*config.TCPService{"a@file": lbConfig(be.addr())},
@@ -1004,8 +985,7 @@ func TestAsDefaultEntryPoints(t *testing.T) {
 		{[]string{"b", "c"}, map[string]int{"a": 1, "b": 1, "c": 1}},
 		{[]string{"b"}, map[string]int{"a": 1, "b": 1, "c": 0}},
 	} {
-		st := NewState(nopLog)
-		st.SetDefaultEntryPoints(tc.defaults)
+		st := NewState(nopLog, StateOptions{DefaultEntryPoints: tc.defaults})
 		tables, rt := Compile(cfg, []string{"a", "b", "c"}, st, nopLog)
 		st.Close()
 		mustEnabled(t, rt)
@@ -1055,7 +1035,7 @@ func TestRuleSyntax(t *testing.T) {
 		},
 		Services: map[string]*config.TCPService{"s@file": lbConfig("127.0.0.1:1")},
 	}
-	st := NewState(nopLog)
+	st := NewState(nopLog, StateOptions{})
 	defer st.Close()
 	_, rt := Compile(cfg, []string{"ep"}, st, nopLog)
 	for name, want := range map[string]struct{ status, msg string }{

@@ -4,18 +4,15 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/proxy/sniff"
 )
 
 // selfSigned returns a certificate for names whose key only its holder (a
@@ -28,12 +25,11 @@ func selfSigned(t testing.TB, names ...string) (tls.Certificate, *x509.CertPool)
 // greets with its name, then echoes.
 type tlsBackend struct {
 	name string
-	ln   net.Listener
+	ln   *itest.Backend // counts the TCP connections accepted, handshake or not
 	cert tls.Certificate
 
-	mu       sync.Mutex
-	accepted int      // TCP connections accepted, handshake or not
-	snis     []string // ServerName of each completed handshake
+	mu   sync.Mutex
+	snis []string // ServerName of each completed handshake
 }
 
 func startTLSBackend(t testing.TB, name string, dnsNames ...string) *tlsBackend {
@@ -43,50 +39,28 @@ func startTLSBackend(t testing.TB, name string, dnsNames ...string) *tlsBackend 
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &tlsBackend{name: name, ln: ln, cert: cert}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.mu.Lock()
-			b.accepted++
-			b.mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				tc := c.(*tls.Conn)
-				_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
-				if err := tc.Handshake(); err != nil {
-					return
-				}
-				b.mu.Lock()
-				b.snis = append(b.snis, tc.ConnectionState().ServerName)
-				b.mu.Unlock()
-				_ = tc.SetDeadline(time.Time{})
-				if _, err := io.WriteString(tc, b.name); err != nil {
-					return
-				}
-				_, _ = io.Copy(tc, tc)
-			}()
+	b := &tlsBackend{name: name, cert: cert}
+	b.ln = itest.StartBackend(t, ln, func(c net.Conn) {
+		tc := c.(*tls.Conn)
+		_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			return
 		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+		b.mu.Lock()
+		b.snis = append(b.snis, tc.ConnectionState().ServerName)
+		b.mu.Unlock()
+		_ = tc.SetDeadline(time.Time{})
+		if _, err := io.WriteString(tc, b.name); err != nil {
+			return
+		}
+		_, _ = io.Copy(tc, tc)
+	})
 	return b
 }
 
-func (b *tlsBackend) addr() string { return b.ln.Addr().String() }
+func (b *tlsBackend) addr() string { return b.ln.Addr() }
 
-func (b *tlsBackend) count() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.accepted
-}
+func (b *tlsBackend) count() int { return b.ln.Accepted() }
 
 // tlsGreeting dials addr with a real tls.Client for serverName (verifying the
 // backend's certificate against roots), completes the handshake through the
@@ -135,23 +109,7 @@ func tlsGreeting(t testing.TB, addr, serverName string, roots *x509.CertPool, cf
 // adjusted by edit (read timeout, PROXY protocol).
 func newServerWith(t testing.TB, edit func(name string, ep *config.EntryPoint), eps ...string) *Server {
 	t.Helper()
-	cfg := map[string]*config.EntryPoint{}
-	for _, n := range eps {
-		ep := &config.EntryPoint{Address: "127.0.0.1:0"}
-		ep.SetDefaults()
-		ep.Transport.LifeCycle.GraceTimeOut = config.Duration(time.Second)
-		if edit != nil {
-			edit(n, ep)
-		}
-		cfg[n] = ep
-	}
-	s, err := NewServer(cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(t.Context()) })
-	return s
+	return newServerOpts(t, StateOptions{}, edit, eps...)
 }
 
 func passthrough(rule, svc string) *config.TCPRouter {
@@ -283,7 +241,7 @@ func (f *fragConn) Write(p []byte) (int, error) {
 	f.done = true
 	b := p
 	if f.recSize > 0 {
-		b = reframe(p, f.recSize)
+		b = itest.Reframe(p, f.recSize)
 	}
 	for i := 0; len(b) > 0; i++ {
 		n := min(f.chunk, len(b))
@@ -324,43 +282,27 @@ func TestTLSFragmentedHello(t *testing.T) {
 	}
 }
 
-// longALPN offers n ALPN protocols of 255 bytes: a ClientHello of about
-// n*256 bytes.
-func longALPN(n int) func(*tls.Config) {
-	return func(c *tls.Config) {
-		for i := range n {
-			c.NextProtos = append(c.NextProtos, fmt.Sprintf("%03d%s", i, strings.Repeat("p", 252)))
-		}
-	}
-}
-
 // Acceptance: a hello larger than one TLS record is read whole; one larger
 // than the peek limit is closed without a backend being dialled.
 func TestTLSOversizedHello(t *testing.T) {
 	f := newSNIFixture(t, nil)
 	addr := f.s.addr("tls")
-	if n := len(clientHello(t, cfgWith("a.test", longALPN(80)))); n <= 16384+5 || n >= maxHelloBytes {
+	if n := len(itest.ClientHello(t, itest.WithSNI("a.test", itest.LongALPN(80)))); n <= 16384+5 || n >= sniff.MaxHelloBytes {
 		t.Fatalf("test hello is %d bytes: want more than one record and less than the cap", n)
 	}
-	if got := tlsGreeting(t, addr, "a.test", f.roots, longALPN(80), nil); got != "A" {
+	if got := tlsGreeting(t, addr, "a.test", f.roots, itest.LongALPN(80), nil); got != "A" {
 		t.Errorf("a 20 KiB hello in two records reached %q, want A", got)
 	}
-	if n := len(clientHello(t, cfgWith("a.test", longALPN(140)))); n <= maxHelloBytes {
+	if n := len(itest.ClientHello(t, itest.WithSNI("a.test", itest.LongALPN(140)))); n <= sniff.MaxHelloBytes {
 		t.Fatalf("oversized test hello is only %d bytes", n)
 	}
 	before := f.backendsContacted() + f.p.accepted()
-	if got := tlsGreeting(t, addr, "a.test", f.roots, longALPN(140), nil); got != "closed" {
-		t.Errorf("a hello over %d bytes reached %q, want closed", maxHelloBytes, got)
+	if got := tlsGreeting(t, addr, "a.test", f.roots, itest.LongALPN(140), nil); got != "closed" {
+		t.Errorf("a hello over %d bytes reached %q, want closed", sniff.MaxHelloBytes, got)
 	}
 	if f.backendsContacted()+f.p.accepted() != before {
 		t.Error("a backend was dialled for an oversized hello")
 	}
-}
-
-func cfgWith(sni string, edit func(*tls.Config)) *tls.Config {
-	c := &tls.Config{ServerName: sni, InsecureSkipVerify: true}
-	edit(c)
-	return c
 }
 
 // Acceptance: a client that sends nothing to an entry point with only TLS

@@ -13,12 +13,14 @@ import (
 // dial, a full TLS 1.3 handshake with tollgate (no resumption; ECDSA
 // P-256, X25519), a 64-byte echo through it, close. The client's side of
 // the handshake is in the figure too; bench/run.sh tls-handshake measures
-// the proxy's CPU alone, against HAProxy and nginx.
+// the proxy's CPU alone, against HAProxy and nginx. The entry point's
+// tlsHandshakeRate is off: one client starts handshakes as fast as it can,
+// which the default bucket would refuse after its burst.
 func BenchmarkTLSTermination(b *testing.B) {
 	ca := newTestCA(b)
 	_, cert, key := ca.issue(b, leafOpts{}, "db.example")
 	be := startBackend(b, "")
-	s := newTestServer(b, "tls")
+	s := newServerWith(b, func(_ string, ep *config.EntryPoint) { ep.Transport.TLSHandshakeRate = nil }, "tls")
 	rt := s.Apply(&config.TCPConfiguration{
 		Routers:  map[string]*config.TCPRouter{"db@file": terminating("HostSNI(`db.example`)", "a@file", "")},
 		Services: map[string]*config.TCPService{"a@file": lbConfig(be.addr())},

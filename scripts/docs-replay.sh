@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # docs-replay.sh: do what a newcomer does with the README's quickstart and
 # examples/README.md's demo, and compare what every command prints with what
-# the docs quote. Exit status 1 when a line differs.
+# the docs quote. Exit status 1 when a line differs. The quickstart is quoted
+# twice, by README.md and docs/getting-started/quickstart.md: the two must
+# quote the same steps (checked before the replay).
 #
 #   scripts/docs-replay.sh              # the quickstart: needs Go and curl (CI runs this)
 #   scripts/docs-replay.sh demo         # the compose demo: Docker, Compose, bash, curl, jq
@@ -31,8 +33,8 @@
 # Accepted in place of a quoted line, with a note:
 #   - for `curl: (56) Recv failure: Connection reset by peer`: curl's `(7)
 #     Failed to connect ... Couldn't connect to server`, the same reset
-#     arriving before curl saw its connect complete (how a refusal should
-#     look to a client is being decided; the README will quote that).
+#     arriving before curl saw its connect complete (both are how a refusal
+#     looks: docs/reference/middlewares/index.md, "How a refusal looks").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -214,11 +216,23 @@ none_in_flight() {
     [[ -n $body && ! $body =~ \"inFlight\":\ *[1-9] ]]
 }
 
+quickstart_page=docs/getting-started/quickstart.md
+
 quickstart() {
-    echo "== quickstart (README.md)"
+    echo "== quickstart (README.md, $quickstart_page)"
     local p
     for p in 7000 7001 8080; do
         port_free "$p" || { echo "!! 127.0.0.1:$p is in use: the quickstart needs it (ss -ltnp | grep :$p)"; failures=$((failures + 1)); return; }
+    done
+    # The docs page quotes the same steps as the README: one replay holds both.
+    local name
+    for name in "quickstart server" quickstart; do
+        if [[ $(blocks README.md "$name") != $(blocks "$quickstart_page" "$name") ]] ||
+            ! diff <(block README.md "$name") <(block "$quickstart_page" "$name") >"$work/quickstart.diff"; then
+            echo "!! $quickstart_page and README.md quote different '$name' blocks:"
+            sed 's/^/   /' "$work/quickstart.diff"
+            failures=$((failures + 1))
+        fi
     done
     local server
     server=$(block README.md "quickstart server")

@@ -1,13 +1,9 @@
 package acme
 
 import (
-	"context"
-	"crypto/ecdsa"
-	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -15,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-
-	"golang.org/x/crypto/acme/autocert"
 )
 
 // The storage file is Traefik's acme.json, so that a Traefik container's
@@ -195,115 +189,4 @@ func keyPair(c *storedCert) (*tls.Certificate, error) {
 		}
 	}
 	return &kp, nil
-}
-
-// cache is autocert's Cache over one resolver's entry: autocert's key for a
-// name's ECDSA certificate is the name, for its RSA one the name and
-// "+rsa"; the value is the PEM key followed by the PEM chain. Traefik keeps
-// one certificate per domain whatever its key, so Get answers a key only
-// with a certificate of that key type (autocert would refuse the other),
-// and Put replaces the domain's certificate. Challenge tokens ("+token")
-// live in autocert's memory only; the account key is not asked for (the
-// resolver sets it).
-type cache struct {
-	store    *fileStore
-	resolver string
-	put      func(name string, kp *tls.Certificate) // told of every certificate stored
-}
-
-var _ autocert.Cache = (*cache)(nil)
-
-func splitKey(key string) (name string, rsaKey, other bool) {
-	switch {
-	case strings.HasSuffix(key, "+rsa"):
-		return strings.TrimSuffix(key, "+rsa"), true, false
-	case strings.Contains(key, "+"):
-		return "", false, true
-	}
-	return key, false, false
-}
-
-func (c *cache) Get(_ context.Context, key string) ([]byte, error) {
-	name, wantRSA, other := splitKey(key)
-	if other {
-		return nil, autocert.ErrCacheMiss
-	}
-	d, err := c.store.load(c.resolver)
-	if err != nil {
-		return nil, err
-	}
-	for _, sc := range d.Certificates {
-		if sc == nil || sc.Domain.Main != name {
-			continue
-		}
-		kp, err := keyPair(sc)
-		if err != nil {
-			return nil, autocert.ErrCacheMiss
-		}
-		if _, isRSA := kp.PrivateKey.(*rsa.PrivateKey); isRSA != wantRSA {
-			return nil, autocert.ErrCacheMiss
-		}
-		return append(append([]byte(nil), sc.Key...), sc.Certificate...), nil
-	}
-	return nil, autocert.ErrCacheMiss
-}
-
-func (c *cache) Put(_ context.Context, key string, data []byte) error {
-	name, _, other := splitKey(key)
-	if other {
-		return nil
-	}
-	block, rest := pem.Decode(data)
-	if block == nil || !strings.Contains(block.Type, "PRIVATE KEY") {
-		return fmt.Errorf("certificate data for %s does not start with a private key", name)
-	}
-	sc := &storedCert{Domain: storedDomain{Main: name}, Certificate: rest, Key: pem.EncodeToMemory(block), Store: "default"}
-	kp, err := keyPair(sc)
-	if err != nil {
-		return fmt.Errorf("certificate for %s: %w", name, err)
-	}
-	if err := c.store.update(c.resolver, func(d *storedData) {
-		for i, old := range d.Certificates {
-			if old != nil && old.Domain.Main == name {
-				d.Certificates[i] = sc
-				return
-			}
-		}
-		d.Certificates = append(d.Certificates, sc)
-	}); err != nil {
-		return err
-	}
-	c.put(name, kp)
-	return nil
-}
-
-func (c *cache) Delete(_ context.Context, key string) error {
-	name, _, other := splitKey(key)
-	if other {
-		return nil
-	}
-	return c.store.update(c.resolver, func(d *storedData) {
-		d.Certificates = deleteFunc(d.Certificates, func(sc *storedCert) bool { return sc == nil || sc.Domain.Main == name })
-	})
-}
-
-func deleteFunc(s []*storedCert, del func(*storedCert) bool) []*storedCert {
-	out := s[:0]
-	for _, v := range s {
-		if !del(v) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// keyKind names a private key's type as Traefik's KeyType does.
-func keyKind(k any) string {
-	switch k := k.(type) {
-	case *ecdsa.PrivateKey:
-		return "P" + fmt.Sprint(k.Curve.Params().BitSize)
-	case *rsa.PrivateKey:
-		return fmt.Sprint(k.N.BitLen())
-	}
-	return ""
 }

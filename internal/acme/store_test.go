@@ -1,14 +1,11 @@
 package acme
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,7 +15,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/crypto/acme/autocert"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
@@ -97,8 +93,8 @@ func tlsResolver() *config.ACMEResolver {
 }
 
 // A Traefik acme.json is read as it is: its account key is the client's,
-// its certificate is served at once (before any issuance), and autocert is
-// given it only under the key of its type. What tollgate writes keeps
+// its certificate is served at once (before any issuance), and its
+// registration at another CA is not reused. What tollgate writes keeps
 // Traefik's format and every other resolver's entry.
 func TestTraefikStorageIsReadAndKept(t *testing.T) {
 	path, chain := traefikFile(t, "db.example.com", time.Now().Add(60*24*time.Hour))
@@ -120,27 +116,19 @@ func TestTraefikStorageIsReadAndKept(t *testing.T) {
 	if r.Certificate("other.example.com") != nil {
 		t.Fatal("a certificate is served for a name nothing stored")
 	}
-	if _, ok := r.m.Client.Key.(*rsa.PrivateKey); !ok {
-		t.Fatalf("account key %T, want the stored RSA key", r.m.Client.Key)
+	if _, ok := r.user.key.(*rsa.PrivateKey); !ok {
+		t.Fatalf("account key %T, want the stored RSA key", r.user.key)
+	}
+	if r.user.reg != nil {
+		t.Fatalf("registration %+v kept for another CA: want a new one at the first issuance, as Traefik", r.user.reg)
 	}
 
-	ca := r.m.Cache
-	if _, err := ca.Get(context.Background(), "db.example.com"); !errors.Is(err, autocert.ErrCacheMiss) {
-		t.Fatalf("ECDSA key asked, RSA certificate stored: %v, want a miss", err)
-	}
-	data, err := ca.Get(context.Background(), "db.example.com+rsa")
-	if err != nil || !strings.HasPrefix(string(data), "-----BEGIN RSA PRIVATE KEY") || !strings.Contains(string(data), "CERTIFICATE") {
-		t.Fatalf("RSA key asked: %v %.40q, want the key then the chain", err, data)
-	}
-
-	// autocert stores an ECDSA certificate for the same name: it replaces
-	// the RSA one, in Traefik's format.
+	// An ECDSA certificate obtained for the same name replaces the RSA one,
+	// in Traefik's format.
 	newChain, newKey := itest.SelfSignedPEM(t, "db.example.com", false, time.Now().Add(90*24*time.Hour))
-	if err := ca.Put(context.Background(), "db.example.com", append(newKey, newChain...)); err != nil {
+	sc := &storedCert{Domain: storedDomain{Main: "db.example.com"}, Certificate: newChain, Key: newKey, Store: "default"}
+	if err := r.save(sc); err != nil {
 		t.Fatal(err)
-	}
-	if got := r.Certificate("db.example.com"); got == nil || got.Leaf.NotAfter.Before(time.Now().Add(80*24*time.Hour)) {
-		t.Fatal("the certificate stored is not the one served")
 	}
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
@@ -232,15 +220,23 @@ func TestCheck(t *testing.T) {
 		{name: "http only", c: config.ACMEResolver{HTTPChallenge: &config.ACMEChallenge{EntryPoint: "web"}}},
 		{name: "http no entry point", c: config.ACMEResolver{HTTPChallenge: &config.ACMEChallenge{}}, err: "certificatesResolvers.r.acme.httpChallenge.entryPoint is required"},
 		{name: "http unknown entry point", c: config.ACMEResolver{HTTPChallenge: &config.ACMEChallenge{EntryPoint: "http"}}, err: `certificatesResolvers.r.acme.httpChallenge.entryPoint "http": no such entry point`},
-		{name: "http delay", c: config.ACMEResolver{HTTPChallenge: &config.ACMEChallenge{EntryPoint: "web", Delay: config.Duration(time.Second)}}, warn: "httpChallenge.delay is ignored"},
-		{name: "dns only", c: config.ACMEResolver{DNSChallenge: &config.ACMEChallenge{Provider: "route53"}}, err: "certificatesResolvers.r.acme: dnsChallenge: tollgate answers tlsChallenge"},
+		{name: "http delay", c: config.ACMEResolver{HTTPChallenge: &config.ACMEChallenge{EntryPoint: "web", Delay: config.Duration(time.Second)}}},
+		{name: "dns only", c: config.ACMEResolver{DNSChallenge: &config.ACMEChallenge{Provider: "route53"}}},
+		{name: "dns no provider", c: config.ACMEResolver{DNSChallenge: &config.ACMEChallenge{}}, err: "certificatesResolvers.r.acme.dnsChallenge.provider is required"},
+		{name: "dns unknown provider", c: config.ACMEResolver{DNSChallenge: &config.ACMEChallenge{Provider: "nope"}}, err: `certificatesResolvers.r.acme.dnsChallenge.provider "nope": no such DNS provider`},
+		{name: "dns provider not built", c: config.ACMEResolver{DNSChallenge: &config.ACMEChallenge{Provider: "azuredns"}}, err: `provider "azuredns": lego's azuredns provider is not in this build`},
+		{name: "dns bad resolver", c: config.ACMEResolver{DNSChallenge: &config.ACMEChallenge{Provider: "exec", Resolvers: []string{"1.1.1.1:53", "a b"}}}, err: `dnsChallenge.resolvers[1] "a b"`},
+		{name: "dns negative delay", c: config.ACMEResolver{DNSChallenge: &config.ACMEChallenge{Provider: "exec", Propagation: &config.ACMEPropagation{DelayBeforeChecks: -1}}}, err: "propagation.delayBeforeChecks -1ns is negative"},
+		{name: "dns deprecated", c: config.ACMEResolver{DNSChallenge: &config.ACMEChallenge{Provider: "exec", DelayBeforeCheck: config.Duration(time.Second), DisablePropagationCheck: true}},
+			warn: "dnsChallenge.delayBeforeCheck is deprecated (as in Traefik): applied as propagation.delayBeforeChecks; certificatesResolvers.r.acme.dnsChallenge.disablePropagationCheck is deprecated (as in Traefik): applied as propagation.disableChecks"},
 		{name: "none", c: config.ACMEResolver{}, err: "no challenge"},
 		{name: "http caServer", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, CAServer: "http://ca/dir"}, err: "caServer"},
 		{name: "eab half", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, EAB: &config.ACMEEAB{Kid: "k"}}, err: "eab"},
 		{name: "eab bad", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, EAB: &config.ACMEEAB{Kid: "k", HmacEncoded: "!!"}}, err: "hmacEncoded"},
-		{name: "keyType", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, KeyType: "RSA4096"}, warn: "keyType RSA4096 is ignored"},
+		{name: "keyType", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, KeyType: "RSA4096"}},
+		{name: "keyType bad", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, KeyType: "RSA1024"}, err: `keyType "RSA1024": use EC256`},
 		{name: "tls and http", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, HTTPChallenge: &config.ACMEChallenge{EntryPoint: "web"}}},
-		{name: "dns beside", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, DNSChallenge: &config.ACMEChallenge{}}, warn: "dnsChallenge is ignored"},
+		{name: "dns beside, no provider", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, DNSChallenge: &config.ACMEChallenge{}}, err: "dnsChallenge.provider is required"},
 		{name: "good", c: config.ACMEResolver{TLSChallenge: &config.ACMEChallenge{}, EAB: &config.ACMEEAB{Kid: "k", HmacEncoded: "c2VjcmV0"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -278,9 +274,7 @@ func FuzzStorage(f *testing.F) {
 				_, _ = keyPair(sc)
 			}
 		}
-		c := &cache{store: s, resolver: "le", put: func(string, *tls.Certificate) {}}
-		_, _ = c.Get(context.Background(), "x.example")
-		_, _ = c.Get(context.Background(), "x.example+rsa")
+		_ = storedRegistration(d.Account, "https://x.example/dir")
 	})
 }
 
@@ -298,7 +292,7 @@ func TestFailedIssuanceIsRetried(t *testing.T) {
 	r.retryAfter = 100 * time.Millisecond
 	r.Want([]string{"db.example.com"})
 	itest.Eventually(t, 10*time.Second, func() bool {
-		return strings.Count(logs.String(), `"domain":"db.example.com","message":"certificate not obtained`) >= 2
+		return strings.Count(logs.String(), `"domain":"db.example.com","message":"certificatesResolvers.le.acme: certificate not obtained`) >= 2
 	}, "the failed issuance was not tried again: %s", &logs)
 	if certs, missing := r.Held(); len(certs) != 0 || !strings.HasPrefix(missing["db.example.com"], "not obtained: ") {
 		t.Errorf("held %v, missing %q: want db.example.com missing with the error", certs, missing)
@@ -338,5 +332,46 @@ func TestConcurrentWritersKeepEveryEntry(t *testing.T) {
 		if err != nil || len(d.Certificates) != 10 {
 			t.Errorf("r%d: %d certificates (%v), want 10; %d entries", i, len(d.Certificates), err, len(all))
 		}
+	}
+}
+
+// A dnsChallenge provider is configured by its environment variables, as
+// in Traefik: cloudflare takes Traefik's CF_DNS_API_TOKEN (lego's older
+// name), and without any of its variables the resolver is refused, naming
+// the option.
+func TestDNSProviderFromEnvironment(t *testing.T) {
+	for _, v := range []string{"CF_API_EMAIL", "CF_API_KEY", "CF_DNS_API_TOKEN", "CF_ZONE_API_TOKEN",
+		"CLOUDFLARE_EMAIL", "CLOUDFLARE_API_KEY", "CLOUDFLARE_DNS_API_TOKEN", "CLOUDFLARE_ZONE_API_TOKEN"} {
+		t.Setenv(v, "")
+		os.Unsetenv(v)
+	}
+	c := &config.ACMEResolver{DNSChallenge: &config.ACMEChallenge{Provider: "cloudflare"}, Storage: filepath.Join(t.TempDir(), "acme.json")}
+	if _, err := New("le", c, nil, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), `certificatesResolvers.le.acme.dnsChallenge.provider "cloudflare"`) {
+		t.Fatalf("no credentials: %v, want an error naming the option", err)
+	}
+	t.Setenv("CF_DNS_API_TOKEN", "token")
+	r, err := New("le", c, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("CF_DNS_API_TOKEN set: %v", err)
+	}
+	defer r.Close()
+	if !r.Wildcards() {
+		t.Error("a resolver with dnsChallenge does not obtain wildcards")
+	}
+}
+
+// Two resolvers whose dnsChallenge.resolvers differ are refused, naming
+// both (lego has one DNS client per process); the same list, or none
+// beside one, is accepted.
+func TestCheckResolvers(t *testing.T) {
+	dns := func(rs ...string) *config.ACMEResolver {
+		return &config.ACMEResolver{DNSChallenge: &config.ACMEChallenge{Provider: "exec", Resolvers: rs}}
+	}
+	if err := CheckResolvers(map[string]*config.ACMEResolver{"a": dns("1.1.1.1:53"), "b": dns("1.1.1.1:53"), "c": dns(), "d": tlsResolver()}); err != nil {
+		t.Errorf("the same list: %v", err)
+	}
+	err := CheckResolvers(map[string]*config.ACMEResolver{"a": dns("1.1.1.1:53"), "b": dns("8.8.8.8:53")})
+	if err == nil || !strings.Contains(err.Error(), "certificatesResolvers.a.acme.dnsChallenge.resolvers") || !strings.Contains(err.Error(), "certificatesResolvers.b.acme.dnsChallenge.resolvers") {
+		t.Errorf("different lists: %v, want an error naming both", err)
 	}
 }

@@ -17,7 +17,8 @@ import (
 // routes to it.
 const DemoBackendAddress = "127.0.0.1:7001"
 
-// Demo greetings, as the README quotes them.
+// Demo greetings, as the README's quickstart and
+// docs/getting-started/quickstart.md quote them.
 const (
 	demoHello = "hello from the demo backend on " + DemoBackendAddress + "\n"
 	demoHeld  = "held: this connection stays open until this curl is stopped\n"
@@ -31,7 +32,7 @@ const (
 // every other path answers with one line (demoHello). So connections held
 // through tollgate stay held however slowly the quickstart is typed, and
 // the quickstart needs nothing but curl.
-func Demo(cmd *config.Command, run func(ignored []IgnoredVariable) error, src *sources) *cli.Command {
+func Demo(cmd *config.Command, run func(Start) error, src *sources) *cli.Command {
 	return &cli.Command{
 		Name:          "demo",
 		Description:   "Run tollgate, plus a demo backend on " + DemoBackendAddress + " (HTTP: /hold holds the connection until the client closes it, any other path greets). See the README's quickstart.",
@@ -44,7 +45,7 @@ func Demo(cmd *config.Command, run func(ignored []IgnoredVariable) error, src *s
 			}
 			defer stop()
 			fmt.Fprintf(os.Stderr, "demo backend listening on %s: /hold holds a connection until the client closes it, any other path answers one line\n", DemoBackendAddress)
-			return src.name(run(src.ignored(os.Environ())))
+			return src.name(run(src.start(false)))
 		},
 	}
 }

@@ -18,16 +18,17 @@ import (
 const healthcheckTimeout = 3 * time.Second
 
 // Healthcheck is `tollgate healthcheck`: GET /ping on the admin API of the
-// configuration given the same way as to tollgate itself (Loaders); exit 0
-// when it answers 200, else 1. It is what a FROM scratch image's HEALTHCHECK
-// runs (there is no curl).
-func Healthcheck() *cli.Command {
+// configuration given the same way as to tollgate itself (a file, flags,
+// or the variables of environ); exit 0 when it answers 200, else 1. It is
+// what Traefik's documented health check, ["CMD", "traefik",
+// "healthcheck", "--ping"], runs in the image.
+func Healthcheck(environ []string) *cli.Command {
 	cmd := config.NewCommand()
 	return &cli.Command{
 		Name:          "healthcheck",
 		Description:   "Exit 0 when the admin API of a running tollgate answers /ping, else 1.",
 		Configuration: cmd,
-		Resources:     (&sources{}).loaders(),
+		Resources:     (&sources{environ: environ}).loaders(),
 		Run: func([]string) error {
 			if err := cmd.ResolveInsecureAPI(); err != nil {
 				return err

@@ -4,9 +4,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/BurntSushi/toml"
+	"gopkg.in/yaml.v3"
 
 	"github.com/traefik/paerser/cli"
 	"github.com/traefik/paerser/env"
@@ -40,12 +45,19 @@ var configBasePaths = []string{"/etc/tollgate/tollgate", "$HOME/.config/tollgate
 // the configuration names where it was written: the flag, the variable, or
 // the file and line (name, and each loader's own decoding errors).
 type sources struct {
-	from    string   // "file", "flags", "env"; "" until one is read
-	file    string   // the configuration file, as given or found
-	content string   // its content
-	args    []string // the flags
-	env     []string // the TOLLGATE_ (or TRAEFIK_) variables, "NAME=value"
-	prefix  string   // which of the two
+	environ []string     // the process's environment, "NAME=value"
+	from    string       // "file", "flags", "env"; "" until one is read
+	file    string       // the configuration file, as given or found
+	content string       // its content
+	unknown []UnknownKey // its top-level keys that name no option
+	args    []string     // the flags
+	env     []string     // the TOLLGATE_ (or TRAEFIK_) variables, "NAME=value"
+	prefix  string       // which of the two
+}
+
+// start is what run is given once the sources are read.
+func (s *sources) start(checkOnly bool) Start {
+	return Start{Ignored: s.ignored(s.environ), UnknownKeys: s.unknown, CheckOnly: checkOnly}
 }
 
 // loaders are the paerser resource loaders, in order of precedence, that
@@ -86,7 +98,93 @@ func (l fileLoader) Load(args []string, cmd *cli.Command) (bool, error) {
 		key, line := decodeerr.Blame(l.s.content, filepath.Ext(path), err)
 		return false, fmt.Errorf("%s%s", l.s.at(key, line), explain(key, err))
 	}
+	l.s.unknown = unknownTopLevel(shown, l.s.content, filepath.Ext(path), cmd.Configuration)
 	return true, nil
+}
+
+// An UnknownKey is a top-level key of the configuration file that names no
+// option. paerser skips it, as Traefik does (a key nested under a known one
+// is an error); tollgate warns about it at start, so that a typo
+// (entryPointz) does not go unnoticed, without refusing a file Traefik
+// starts with.
+type UnknownKey struct {
+	File, Key string
+	Line      int
+}
+
+// String says where the key is and why it is warned about.
+func (k UnknownKey) String() string {
+	loc := k.File
+	if k.Line > 0 {
+		loc += ":" + strconv.Itoa(k.Line)
+	}
+	return fmt.Sprintf("%s: %s: unknown top-level key, skipped: it names no option (see tollgate --help)", loc, k.Key)
+}
+
+// unknownTopLevel returns the top-level keys of a YAML or TOML file's
+// content that are no field of configuration (compared as paerser does,
+// case-insensitively), each with its line.
+func unknownTopLevel(file, content, ext string, configuration any) []UnknownKey {
+	var keys []string
+	switch strings.ToLower(ext) {
+	case ".toml":
+		var m map[string]any
+		if _, err := toml.Decode(content, &m); err != nil {
+			return nil
+		}
+		for k := range m {
+			keys = append(keys, k)
+		}
+	default:
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(content), &m); err != nil {
+			return nil
+		}
+		for k := range m {
+			keys = append(keys, k)
+		}
+	}
+	known := map[string]bool{}
+	for _, name := range fieldNames(reflect.TypeOf(configuration)) {
+		known[strings.ToLower(name)] = true
+	}
+	var out []UnknownKey
+	for _, k := range keys {
+		if known[strings.ToLower(k)] {
+			continue
+		}
+		_, line := decodeerr.Find(content, ext, []string{k})
+		out = append(out, UnknownKey{File: file, Key: k, Line: line})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Line < out[j].Line || out[i].Line == out[j].Line && out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// fieldNames are the names paerser knows a struct's fields by (their json
+// names, else their Go names), embedded structs' included.
+func fieldNames(t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		if f.Anonymous {
+			out = append(out, fieldNames(f.Type)...)
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 type flagLoader struct{ s *sources }
@@ -113,10 +211,10 @@ type envLoader struct{ s *sources }
 // one at fault.
 func (l envLoader) Load(_ []string, cmd *cli.Command) (bool, error) {
 	prefix := envPrefix
-	vars := env.FindPrefixedEnvVars(os.Environ(), prefix, cmd.Configuration)
+	vars := env.FindPrefixedEnvVars(l.s.environ, prefix, cmd.Configuration)
 	if len(vars) == 0 {
 		prefix = traefikEnvPrefix
-		vars = env.FindPrefixedEnvVars(os.Environ(), prefix, cmd.Configuration)
+		vars = env.FindPrefixedEnvVars(l.s.environ, prefix, cmd.Configuration)
 	}
 	if len(vars) == 0 {
 		return false, nil
@@ -130,6 +228,9 @@ func (l envLoader) Load(_ []string, cmd *cli.Command) (bool, error) {
 	for _, v := range vars {
 		if one := env.Decode([]string{v}, prefix, config.NewCommand()); one != nil {
 			name, value, _ := strings.Cut(v, "=")
+			if refused := config.RefusedOption(strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, prefix), "_", "."))); refused != nil {
+				return false, fmt.Errorf("environment variable %s=%q: %w", name, value, refused)
+			}
 			return false, fmt.Errorf("environment variable %s=%q: %s", name, value, explain("", one))
 		}
 	}
@@ -141,9 +242,9 @@ func (l envLoader) Load(_ []string, cmd *cli.Command) (bool, error) {
 }
 
 // An IgnoredVariable is a TOLLGATE_ or TRAEFIK_ variable of the environment
-// that configures nothing, and why: main logs each at start, so that a
-// misspelled root or a variable beside a configuration file is not silently
-// without effect.
+// that configures nothing, and why: a start logs each (internal/preflight),
+// so that a misspelled root or a variable beside a configuration file is not
+// silently without effect.
 type IgnoredVariable struct{ Name, Why string }
 
 // serviceLink matches the variables Kubernetes sets for a Service in the
@@ -153,8 +254,8 @@ type IgnoredVariable struct{ Name, Why string }
 var serviceLink = regexp.MustCompile(`^[A-Z0-9_]*?_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$`)
 
 // forHealthcheck matches the variables `tollgate healthcheck` reads to find
-// the admin API: set beside flags or a file, they are for it (the image's
-// HEALTHCHECK runs it without flags; Dockerfile), not left over.
+// the admin API: set beside flags or a file, they are for it (a container's
+// health check runs it without the flags; Dockerfile), not left over.
 var forHealthcheck = regexp.MustCompile(`^(TOLLGATE|TRAEFIK)_(API|PING|METRICS_PROMETHEUS|ENTRYPOINTS_TRAEFIK)(_|$)`)
 
 // notConfiguration are TOLLGATE_ variables tollgate reads that are not

@@ -1,6 +1,7 @@
 package cmdline
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,13 @@ func staticError(t *testing.T, env map[string]string, args ...string) string {
 // configure nothing.
 func runStatic(t *testing.T, env map[string]string, args ...string) (string, []IgnoredVariable) {
 	t.Helper()
+	line, start := runStart(t, env, args...)
+	return line, start.Ignored
+}
+
+// runStart is runStatic, returning all that run is given.
+func runStart(t *testing.T, env map[string]string, args ...string) (string, Start) {
+	t.Helper()
 	for _, kv := range os.Environ() {
 		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, envPrefix) || strings.HasPrefix(name, traefikEnvPrefix) {
 			t.Setenv(name, "") // restored after the test
@@ -37,12 +45,12 @@ func runStatic(t *testing.T, env map[string]string, args ...string) (string, []I
 	os.Args = append([]string{"tollgate"}, args...)
 	defer func() { os.Args = saved }()
 	cmd := config.NewCommand()
-	var ignored []IgnoredVariable
-	line := execute(Root(cmd, func(ig []IgnoredVariable) error {
-		ignored = ig
+	var start Start
+	line := execute(Root(cmd, os.Environ(), func(s Start) error {
+		start = s
 		return cmd.Static.Validate()
 	}, "test"))
-	return line, ignored
+	return line, start
 }
 
 // A TOLLGATE_ or TRAEFIK_ variable that configures nothing is reported to
@@ -76,8 +84,8 @@ func TestIgnoredVariablesAreReported(t *testing.T) {
 	}{
 		{name: "misspelled root", env: with(map[string]string{"TOLLGATE_ENTRYPOINTS_DB_ADDRESS": ":5432", "TOLLGATE_ENTRYPOINT_WEB_ADDRESS": ":80"}),
 			want: map[string]string{"TOLLGATE_ENTRYPOINT_WEB_ADDRESS": "names no option"}},
-		{name: "only unknown roots", env: with(map[string]string{"TRAEFIK_EXPERIMENTAL_PLUGINS_X_VERSION": "v1"}),
-			want: map[string]string{"TRAEFIK_EXPERIMENTAL_PLUGINS_X_VERSION": "names no option"},
+		{name: "only unknown roots", env: with(map[string]string{"TRAEFIK_PILOT_TOKEN": "t"}),
+			want: map[string]string{"TRAEFIK_PILOT_TOKEN": "names no option"},
 			line: "no entry point configured: set --entryPoints.<name>.address=[host]:port"},
 		{name: "traefik beside tollgate", env: with(map[string]string{"TOLLGATE_ENTRYPOINTS_DB_ADDRESS": ":5432", "TRAEFIK_LOG_LEVEL": "DEBUG", "TRAEFIK_SOMETOOL": "1"}),
 			want: map[string]string{"TRAEFIK_LOG_LEVEL": "read only when none is"}},
@@ -162,6 +170,33 @@ func TestStaticErrorsNameTheirSource(t *testing.T) {
 			return yml(t, "entryPoints:\n  db:\n    address: \":5432\"\nproviders:\n  file:\n    watch: true\n")
 		}, want: `FILE:5: providers.file: set filename or directory`},
 
+		// Traefik's options that tollgate refuses: an error naming the
+		// option, where it was written, saying it is not supported.
+		{name: "yaml refused nested option", file: func(t *testing.T) string {
+			return yml(t, "entryPoints:\n  db:\n    address: \":5432\"\nproviders:\n  nomad:\n    endpoint:\n      address: http://127.0.0.1:4646\n")
+		}, want: `FILE:6: providers.nomad.endpoint: ` + config.RefusedProvider("providers.nomad").Error()},
+		{name: "toml refused nested option", file: func(t *testing.T) string {
+			return toml(t, "[entryPoints.db]\n  address = \":5432\"\n[tcpServersTransport.tls.spiffe]\n  ids = [\"spiffe://a/b\"]\n")
+		}, want: `FILE:3: tcpServersTransport.tls.spiffe: not supported: ` + config.MatchOption("tcpServersTransport.tls.spiffe").Why},
+		{name: "env refused option", env: map[string]string{"TRAEFIK_ENTRYPOINTS_DB_ADDRESS": ":5432", "TRAEFIK_PROVIDERS_ECS_REGION": "eu-west-1"},
+			want: `environment variable TRAEFIK_PROVIDERS_ECS_REGION="eu-west-1": ` + config.RefusedProvider("providers.ecs").Error()},
+		{name: "flag refused option", args: []string{"--entryPoints.db.address=:5432", "--providers.consulCatalog.connectAware=true"},
+			want: `flag --providers.consulCatalog.connectAware="true": not supported: ` + config.MatchOption("providers.consulCatalog.connectAware").Why},
+		{name: "flag refused block with a field", args: []string{"--entryPoints.db.address=:5432", "--providers.kubernetesGateway"},
+			want: `flag --` + config.RefusedProvider("providers.kubernetesGateway").Error()},
+		// Traefik's flag parser reads a value after a space, for an option
+		// that is not a boolean or a block.
+		{name: "flag value after a space", args: []string{"--entryPoints.db.address=:5432", "--log.level", "DEBUG", "--api", "--ping"}, want: ""},
+		{name: "flag bad value after a space", args: []string{"--entryPoints.db.address=:5432", "--log.level", "LOUD"},
+			want: `flag --log.level="LOUD": use DEBUG, INFO, WARN or ERROR`},
+		{name: "flag without its value", args: []string{"--entryPoints.db.address=:5432", "--log.level"},
+			want: `flag --log.level="": a value is needed: --log.level=VALUE or --log.level VALUE (see tollgate --help)`},
+		{name: "a block's flag takes no value", args: []string{"--entryPoints.db.address=:5432", "--api", "true"},
+			want: `unexpected argument "true" after --api: give this option its value with '=' (--api=true)`},
+		// paerser reads a name under a map's name followed by a space as
+		// true (and stops there): an error here.
+		{name: "a named option's value after a space", args: []string{"--entryPoints.db.address", ":5432"},
+			want: `unexpected argument ":5432" after --entryPoints.db.address: give this option its value with '=' (--entryPoints.db.address=:5432)`},
 		{name: "flag bad address", args: []string{"--entryPoints.db.address=5432"},
 			want: `flag --entryPoints.db.address="5432": ` + hostPort},
 		{name: "flag bad integer", args: []string{"--entryPoints.db.address=:5432", "--entryPoints.db.transport.maxUnroutedPerIP=many"},
@@ -184,6 +219,45 @@ func TestStaticErrorsNameTheirSource(t *testing.T) {
 	}
 }
 
+// --log.level DEBUG (a space, not '=') is read as Traefik's flag parser
+// reads it: the level is DEBUG.
+func TestFlagValueAfterASpace(t *testing.T) {
+	cmd := config.NewCommand()
+	saved := os.Args
+	os.Args = []string{"tollgate", "--entryPoints.db.address=:5432", "--log.level", "DEBUG", "--log.format", "json", "--ping"}
+	defer func() { os.Args = saved }()
+	if line := execute(Root(cmd, os.Environ(), func(Start) error { return cmd.Static.Validate() }, "test")); line != "" {
+		t.Fatal(line)
+	}
+	if cmd.Log.Level != "DEBUG" || cmd.Log.Format != "json" || cmd.Ping == nil || cmd.EntryPoints["db"].Address != ":5432" {
+		t.Fatalf("log %+v, ping %v, db %+v", cmd.Log, cmd.Ping, cmd.EntryPoints["db"])
+	}
+}
+
+// A top-level key of the configuration file that names no option (a typo,
+// entryPointz) is skipped, as Traefik skips it, and given to run to be
+// warned about with its file and line: the configuration starts. A nested
+// one is an error naming file and line (TestStaticErrorsNameTheirSource).
+func TestUnknownTopLevelKeysAreReported(t *testing.T) {
+	for _, tc := range []struct{ name, content string }{
+		{"tollgate.yml", "entryPoints:\n  db:\n    address: \":5432\"\nentryPointz:\n  web:\n    address: \":80\"\nlog:\n  level: INFO\n"},
+		{"tollgate.toml", "[entryPoints.db]\n  address = \":5432\"\n\n[entryPointz.web]\n  address = \":80\"\n[log]\n  level = \"INFO\"\n"},
+	} {
+		path := itest.WriteFile(t, tc.name, tc.content)
+		line, start := runStart(t, nil, "--configFile="+path)
+		if line != "" {
+			t.Fatalf("%s: error %q, want the configuration to start", tc.name, line)
+		}
+		want := []UnknownKey{{File: path, Key: "entryPointz", Line: 4}}
+		if fmt.Sprint(start.UnknownKeys) != fmt.Sprint(want) {
+			t.Errorf("%s: unknown keys %v, want %v", tc.name, start.UnknownKeys, want)
+		}
+		if got := start.UnknownKeys[0].String(); got != path+":4: entryPointz: unknown top-level key, skipped: it names no option (see tollgate --help)" {
+			t.Errorf("%s: %q", tc.name, got)
+		}
+	}
+}
+
 // Without --configFile, a traefik.yml where Traefik looks for it (here the
 // working directory) is read, after tollgate's own places.
 func TestTraefikConfigFileIsFound(t *testing.T) {
@@ -200,5 +274,21 @@ func TestTraefikConfigFileIsFound(t *testing.T) {
 	}
 	if got := staticError(t, nil); got != "" {
 		t.Fatalf("error %q, want tollgate.yml read first (it is good)", got)
+	}
+}
+
+// `tollgate check --static` reads the static configuration from the same
+// sources as a start (here flags, one bad: named as a start names it) and
+// runs with Start.CheckOnly.
+func TestCheckStatic(t *testing.T) {
+	line, start := runStart(t, nil, "check", "--static", "--entryPoints.db.address=:5432", "--log.level", "DEBUG")
+	if line != "" || !start.CheckOnly {
+		t.Fatalf("error %q, CheckOnly %v", line, start.CheckOnly)
+	}
+	if line, _ := runStart(t, nil, "check", "--static", "--entryPoints.db.adress=:5432"); line != `flag --entryPoints.db.adress=":5432": unknown option "adress" (see tollgate --help)` {
+		t.Fatalf("error %q", line)
+	}
+	if _, start := runStart(t, nil, "--entryPoints.db.address=:5432"); start.CheckOnly {
+		t.Fatal("a start is CheckOnly")
 	}
 }

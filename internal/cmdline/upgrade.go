@@ -21,16 +21,17 @@ const upgradeTimeout = 90 * time.Second
 
 // Upgrade is `tollgate upgrade`: POST /api/upgrade on the admin API of the
 // configuration given the same way as to tollgate itself (found as
-// `tollgate healthcheck` finds it). It prints the new process's PID and
-// generation and exits 0, or prints why the upgrade failed (the running
+// `tollgate healthcheck` finds it), with the token of its
+// api.upgradeTokenFile. It prints the new process's PID and generation and
+// exits 0, or prints why the upgrade failed or was refused (the running
 // process serves on) and exits 1.
-func Upgrade() *cli.Command {
+func Upgrade(environ []string) *cli.Command {
 	cmd := config.NewCommand()
 	return &cli.Command{
 		Name:          "upgrade",
 		Description:   "Upgrade the running tollgate in place: start the binary at its path again, hand over listeners and limiter counts, drain the old process.",
 		Configuration: cmd,
-		Resources:     (&sources{}).loaders(),
+		Resources:     (&sources{environ: environ}).loaders(),
 		Run: func([]string) error {
 			if cmd.API == nil {
 				fmt.Fprintln(os.Stderr, "tollgate upgrade: the configuration has no admin API (--api), which the upgrade command talks to: send SIGUSR2 to the process instead")
@@ -43,7 +44,12 @@ func Upgrade() *cli.Command {
 			if cmd.API.Address != "" {
 				addr = cmd.API.Address
 			}
-			out, err := postUpgrade(addr)
+			token, err := cmd.API.UpgradeToken()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "tollgate upgrade: "+err.Error())
+				os.Exit(1)
+			}
+			out, err := postUpgrade(addr, token)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "tollgate upgrade: "+err.Error())
 				os.Exit(1)
@@ -54,9 +60,9 @@ func Upgrade() *cli.Command {
 	}
 }
 
-// postUpgrade asks the admin API at addr for an upgrade and returns the
-// outcome as one line.
-func postUpgrade(addr string) (string, error) {
+// postUpgrade asks the admin API at addr for an upgrade, with token when
+// there is one, and returns the outcome as one line.
+func postUpgrade(addr, token string) (string, error) {
 	url, err := adminURL(addr, "/api/upgrade")
 	if err != nil {
 		return "", err
@@ -66,6 +72,9 @@ func postUpgrade(addr string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
 		return "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
 	if err != nil {

@@ -19,6 +19,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/tollgate-proxy/tollgate/internal/quote"
 )
 
 var (
@@ -63,22 +65,22 @@ func Value(field string, err error) (msg string, ok bool) {
 		num, _ = strconv.Unquote(`"` + m[2] + `"`)
 	} else if m := reDuration.FindStringSubmatch(err.Error()); m != nil && strings.HasPrefix(err.Error(), "time: ") {
 		v, _ := strconv.Unquote(`"` + m[1] + `"`)
-		return fmt.Sprintf("%smust be a duration such as 10s or 1m30s (a bare number is seconds), got %q", subject, v), true
+		return fmt.Sprintf("%smust be a duration such as 10s or 1m30s (a bare number is seconds), got %s", subject, quote.Q(v)), true
 	} else {
 		return "", false
 	}
 	if !syntax {
-		return fmt.Sprintf("%sis out of range, got %q", subject, num), true
+		return fmt.Sprintf("%sis out of range, got %s", subject, quote.Q(num)), true
 	}
 	switch fn {
 	case "ParseInt", "Atoi":
-		return fmt.Sprintf("%smust be an integer, got %q", subject, num), true
+		return fmt.Sprintf("%smust be an integer, got %s", subject, quote.Q(num)), true
 	case "ParseUint":
-		return fmt.Sprintf("%smust be an integer from 0 up, got %q", subject, num), true
+		return fmt.Sprintf("%smust be an integer from 0 up, got %s", subject, quote.Q(num)), true
 	case "ParseBool":
-		return fmt.Sprintf("%smust be true or false, got %q", subject, num), true
+		return fmt.Sprintf("%smust be true or false, got %s", subject, quote.Q(num)), true
 	case "ParseFloat":
-		return fmt.Sprintf("%smust be a number, got %q", subject, num), true
+		return fmt.Sprintf("%smust be a number, got %s", subject, quote.Q(num)), true
 	}
 	return "", false
 }

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tollgate-proxy/tollgate/internal/quote"
 )
 
 // MaxDepth bounds how deeply parentheses and ! may nest, so that a hostile
@@ -104,9 +106,9 @@ func (t token) describe() string {
 	case tokEOF:
 		return "end of input"
 	case tokIdent:
-		return fmt.Sprintf("%q", t.raw)
+		return quote.Q(t.raw)
 	case tokString:
-		return "string " + t.raw
+		return "string " + quote.Text(t.raw)
 	default:
 		return fmt.Sprintf("%q", t.raw)
 	}
@@ -169,7 +171,7 @@ func (p *parser) next() error {
 		raw := p.src[start:end]
 		val, err := strconv.Unquote(raw)
 		if err != nil {
-			return fmt.Errorf("invalid string %s at %d: %v", raw, start, err)
+			return fmt.Errorf("invalid string %s at %d: %v", quote.Text(raw), start, err)
 		}
 		p.off = end
 		p.tok = token{kind: tokString, pos: start, raw: raw, val: val}
@@ -215,7 +217,7 @@ func (p *parser) errUnexpected(want string) error {
 		if p.prev.raw == "" {
 			return fmt.Errorf("unexpected end of input at %d: want %s", p.tok.pos, want)
 		}
-		return fmt.Errorf("unexpected end of input at %d: want %s after %q", p.prev.pos, want, p.prev.raw)
+		return fmt.Errorf("unexpected end of input at %d: want %s after %s", p.prev.pos, want, quote.Q(p.prev.raw))
 	}
 	return fmt.Errorf("unexpected %s at %d: want %s", p.tok.describe(), p.tok.pos, want)
 }

@@ -49,7 +49,7 @@ func Banner(t testing.TB, addr string) string {
 // Alive reports whether c still echoes.
 func Alive(c net.Conn) bool {
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	defer c.SetDeadline(time.Time{})
+	defer func() { _ = c.SetDeadline(time.Time{}) }()
 	if _, err := c.Write([]byte("ping\n")); err != nil {
 		return false
 	}

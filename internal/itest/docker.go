@@ -3,8 +3,10 @@ package itest
 import (
 	"context"
 	"crypto/rand"
+	"debug/elf"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,10 +56,33 @@ func needDocker(t testing.TB) {
 		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		_, err = cl.Ping(ctx)
-		return err
+		if _, err = cl.Ping(ctx); err != nil {
+			return err
+		}
+		// A deadlocked engine still answers the ping, which takes no lock;
+		// listing its containers does.
+		if err := EngineAnswers(30 * time.Second); err != nil {
+			return fmt.Errorf("the engine answers a ping but not /info within 30 s (a hung engine): %w", err)
+		}
+		return nil
 	}()
 	Need(t, "docker engine", err)
+}
+
+// EngineAnswers reports whether the engine at DOCKER_HOST (or the default
+// socket) answers /info within timeout: unlike a ping, it takes the
+// engine's locks (`timeout 20 docker info`, the check of an engine after
+// heavy work).
+func EngineAnswers(timeout time.Duration) error {
+	cl, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, err = cl.Info(ctx)
+	return err
 }
 
 // DockerSocket is the path of the engine's unix socket (DOCKER_HOST, else
@@ -87,11 +112,23 @@ func Uniq() string {
 // trimmed output.
 func Docker(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("docker", args...).CombinedOutput()
+	out, err := DockerCommand(args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// dockerTimeout bounds one docker CLI command of a test, so that an engine
+// that stops answering fails the test with the command named instead of
+// holding it until go test's own timeout.
+const dockerTimeout = 5 * time.Minute
+
+// DockerCommand is the docker CLI with args, killed after dockerTimeout.
+func DockerCommand(args ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(context.Background(), dockerTimeout)
+	_ = cancel // the deadline releases the context
+	return exec.CommandContext(ctx, "docker", args...)
 }
 
 // images are the images built by this test binary, by kind.
@@ -127,13 +164,13 @@ func RemoveImages() {
 			continue
 		}
 		for time.Now().Before(deadline) {
-			out, err := exec.Command("docker", "ps", "-aq", "--filter", "ancestor="+img.name).Output()
+			out, err := DockerCommand("ps", "-aq", "--filter", "ancestor="+img.name).Output()
 			if err != nil || strings.TrimSpace(string(out)) == "" {
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		_ = exec.Command("docker", "rmi", "-f", img.name).Run()
+		_ = DockerCommand("rmi", "-f", img.name).Run()
 	}
 }
 
@@ -165,7 +202,7 @@ func scratchImage(t testing.TB, kind, binary, dockerfile string, build func(dst 
 			return
 		}
 		name := "tollgate-itest-" + kind + ":" + Uniq()
-		if out, err := exec.Command("docker", "build", "-q", "-t", name, dir).CombinedOutput(); err != nil {
+		if out, err := DockerCommand("build", "-q", "-t", name, dir).CombinedOutput(); err != nil {
 			img.err = fmt.Errorf("docker build %s: %v\n%s", kind, err, out)
 			return
 		}
@@ -210,36 +247,85 @@ func EchoImage(t testing.TB) string {
 	return scratchImage(t, "echo", "echo", moduleFile(t, "examples/echo/Dockerfile"), goBuild("./examples/echo"))
 }
 
-// TollgateImage is tollgate itself, with the repository's Dockerfile (its
-// health check asks the admin API on 127.0.0.1:8080).
+// TollgateImage is tollgate itself, with the repository's Dockerfile (no
+// HEALTHCHECK; /bin/sh and wget from Debian's busybox-static, which it
+// needs: without it the test skips, or fails when integration tests are
+// required).
 func TollgateImage(t testing.TB) string {
 	t.Helper()
+	_, err := Busybox()
+	Need(t, "Debian's busybox-static (/bin/busybox, the image's shell)", err)
 	bin := Binary(t) // the test binary's tollgate, built once (static)
 	return scratchImage(t, "tollgate", "tollgate", moduleFile(t, "Dockerfile"), func(dst string) error {
 		b, err := os.ReadFile(bin)
 		if err != nil {
 			return err
 		}
-		if err := TraefikLink(filepath.Dir(dst)); err != nil {
+		if err := ImageFiles(filepath.Dir(dst)); err != nil {
 			return err
 		}
 		return os.WriteFile(dst, b, 0o755)
 	})
 }
 
-// TraefikLink puts into the build context dir what the Dockerfile copies
-// from deploy/image: the link /usr/local/bin/traefik -> /tollgate.
-func TraefikLink(dir string) error {
-	const rel = "deploy/image/usr/local/bin/traefik"
-	target, err := os.Readlink(filepath.Join(ModuleRoot(), rel))
+// Busybox is the static busybox the image's shell is (Debian's
+// busybox-static installs /bin/busybox), or why there is none: missing, or
+// dynamically linked (Debian's busybox package), which would not run in an
+// empty image.
+func Busybox() (string, error) {
+	const path = "/bin/busybox"
+	f, err := elf.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w (apt-get install busybox-static)", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return "", fmt.Errorf("%s is dynamically linked: install busybox-static", path)
+		}
+	}
+	return path, nil
+}
+
+// ImageFiles puts into the build context dir what the Dockerfile copies
+// besides tollgate: deploy/image (the links /usr/local/bin/traefik ->
+// /tollgate, /bin/sh and /bin/wget -> busybox) and busybox (Busybox).
+func ImageFiles(dir string) error {
+	root := filepath.Join(ModuleRoot(), "deploy", "image")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(ModuleRoot(), path)
+		dst := filepath.Join(dir, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(dst, 0o755)
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, dst)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o755)
+	})
 	if err != nil {
 		return err
 	}
-	link := filepath.Join(dir, rel)
-	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+	bb, err := Busybox()
+	if err != nil {
 		return err
 	}
-	return os.Symlink(target, link)
+	b, err := os.ReadFile(bb)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "busybox"), b, 0o755)
 }
 
 // ForwardImage is internal/itest/forward: a client in a container that

@@ -64,11 +64,15 @@ func noteSkip(what string, err error) {
 // Main runs a package's tests (from its TestMain: os.Exit(itest.Main(m)))
 // and, when Need skipped some, writes one line saying how many, what was
 // missing and how to get it, where the person running go test sees it.
+// The binary Binary built for them is removed.
 func Main(m *testing.M) int {
 	skips.Lock()
 	skips.main = true
 	skips.Unlock()
 	code := m.Run()
+	if buildPath != "" {
+		_ = os.RemoveAll(filepath.Dir(buildPath))
+	}
 	skips.Lock()
 	defer skips.Unlock()
 	if len(skips.whats) == 0 {

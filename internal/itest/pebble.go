@@ -103,6 +103,15 @@ type Pebble struct {
 	// HTTPPort is the port the validator dials for HTTP-01: free when
 	// Pebble started, and nothing listens on it unless the test does.
 	HTTPPort int
+	// DNSAddr is pebble-challtestsrv's DNS server (UDP and TCP), which
+	// Pebble's validator asks: the resolver a DNS-01 client checks its TXT
+	// record's propagation with.
+	DNSAddr string
+	// ChallengeAPI is the http URL of pebble-challtestsrv's management
+	// interface: POST /set-txt {"host": "_acme-challenge.<name>.",
+	// "value": ...} adds the TXT record a DNS-01 validation reads,
+	// /clear-txt {"host"} removes it.
+	ChallengeAPI string
 	// mgmt is the https URL of the management interface (the current
 	// issuing root and intermediate), served with the same certificate as
 	// Directory.
@@ -153,9 +162,11 @@ func StartPebble(t testing.TB, tlsALPNPort int) *Pebble {
 	// TLS-ALPN-01, DNS over HTTPS) are off: they would take fixed ports,
 	// TLS-ALPN-01's being 5001, and the test answers the challenges itself.
 	dnsAddr := freeDNSAddr(t)
+	challMgmt := FreeAddr(t)
+	p.DNSAddr, p.ChallengeAPI = dnsAddr, "http://"+challMgmt
 	challtest, err := StartProc(filepath.Join(dir, "pebble-challtestsrv"),
 		"-dnsserver", dnsAddr,
-		"-management", FreeAddr(t),
+		"-management", challMgmt,
 		"-http01=", "-https01=", "-tlsalpn01=", "-doh=",
 		"-defaultIPv4", "127.0.0.1", "-defaultIPv6=")
 	if err != nil {

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
-	"sync"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,7 +14,6 @@ import (
 
 // Proc is a server process started by a test, stopped by PID.
 type Proc struct {
-	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
 	Logs   *Buffer
@@ -135,3 +135,16 @@ func Ready(p *Proc, within time.Duration, ready func() error) error {
 
 // PID returns the process's id.
 func (p *Proc) PID() int { return p.cmd.Process.Pid }
+
+// Environ is the test's environment without its TOLLGATE_ and TRAEFIK_
+// variables (the CI's own, such as TOLLGATE_REQUIRE_INTEGRATION, would be
+// named by the binary as options it did not read), followed by extra.
+func Environ(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TOLLGATE_") && !strings.HasPrefix(kv, "TRAEFIK_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}

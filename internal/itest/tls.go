@@ -112,21 +112,11 @@ func TLSEchoServer(t testing.TB, banner string, names ...string) (string, *x509.
 
 // Serve accepts on ln until it is closed (at cleanup) and runs handle for
 // each connection on a goroutine of its own, closing the connection when
-// handle returns.
+// handle returns. Unlike a Backend, its cleanup does not wait for the
+// handlers.
 func Serve(t testing.TB, ln net.Listener, handle func(net.Conn)) {
 	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				handle(c)
-			}()
-		}
-	}()
+	go acceptLoop(ln, nil, nil, handle)
 }
 
 // Listen is Serve on a new listener on a free loopback port; it returns

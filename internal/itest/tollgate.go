@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -84,7 +85,9 @@ func startTollgate(t testing.TB, wrap, env, args []string) *Tollgate {
 func startTollgateBin(t testing.TB, bin string, wrap, env, args []string) *Tollgate {
 	t.Helper()
 	g := &Tollgate{API: FreeAddr(t), Out: &Buffer{}, exited: make(chan struct{})}
-	argv := append(append(append([]string(nil), wrap...), bin), append(args, "--api.address="+g.API)...)
+	args = append(append([]string(nil), args...), "--api.address="+g.API)
+	args = append(args, LogFlags(args)...)
+	argv := append(append(append([]string(nil), wrap...), bin), args...)
 	g.cmd = exec.Command(argv[0], argv[1:]...)
 	g.cmd.Env = env
 	g.cmd.Stdout, g.cmd.Stderr = g.Out, g.Out
@@ -112,6 +115,26 @@ func startTollgateBin(t testing.TB, bin string, wrap, env, args []string) *Tollg
 		return resp.StatusCode == http.StatusOK
 	}, "tollgate did not answer /ping")
 	return g
+}
+
+// LogFlags are the log options a started tollgate is given unless args
+// set them: JSON lines at INFO, which the tests read (tollgate's own
+// default is Traefik's, text at ERROR).
+func LogFlags(args []string) []string {
+	var out []string
+	for _, opt := range []struct{ flag, value string }{{"--log.level", "INFO"}, {"--log.format", "json"}} {
+		given := false
+		for _, a := range args {
+			name, _, _ := strings.Cut(a, "=")
+			if strings.EqualFold(name, opt.flag) {
+				given = true
+			}
+		}
+		if !given {
+			out = append(out, opt.flag+"="+opt.value)
+		}
+	}
+	return out
 }
 
 // Stop sends SIGTERM and waits up to 15 s before killing the process. It is
@@ -175,16 +198,7 @@ func EchoServer(t testing.TB, addr string) string {
 	if err != nil {
 		t.Fatalf("echo server on %s: %v", addr, err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+	Serve(t, ln, func(c net.Conn) { _, _ = io.Copy(c, c) })
 	return ln.Addr().String()
 }
 

@@ -33,7 +33,10 @@ type Limiter struct {
 	second     int64
 	lines      int
 	suppressed uint64
-	slot       [slots]struct {
+	// slot is made by the first Allow: a limiter sits in every service and
+	// middleware, most of which never log (a configuration of 100,000
+	// services held 400 MB of empty tables).
+	slot *[slots]struct {
 		key    uint64
 		second int64
 	}
@@ -49,9 +52,15 @@ func (l *Limiter) Allow(key uint64) (ok bool, suppressed uint64) {
 	if per <= 0 {
 		per = DefaultPerSecond
 	}
-	s := &l.slot[key%slots]
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.slot == nil {
+		l.slot = new([slots]struct {
+			key    uint64
+			second int64
+		})
+	}
+	s := &l.slot[key%slots]
 	if now != l.second {
 		l.second, l.lines = now, 0
 	}

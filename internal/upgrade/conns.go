@@ -142,7 +142,7 @@ func (s *Successor) SendConn(c Conn, fd int) error {
 	}
 	for {
 		err = unix.Sendmsg(s.conns.fd, b, unix.UnixRights(fd), nil, unix.MSG_NOSIGNAL)
-		if err != unix.EINTR {
+		if !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}
@@ -176,7 +176,7 @@ func (p *Predecessor) ServeConns(adopt func(c Conn, fd int), failed func(error))
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	for {
 		n, oobn, flags, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if err == unix.EINTR {
+		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {

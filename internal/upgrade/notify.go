@@ -1,17 +1,15 @@
 package upgrade
 
-import (
-	"net"
-	"os"
-)
+import "net"
 
-// Notify sends state to systemd's notification socket ($NOTIFY_SOCKET), as
-// sd_notify(3) does: one datagram of newline-separated assignments
-// ("READY=1", "MAINPID=4242\nREADY=1", "STOPPING=1"). It does nothing when
-// the variable is not set (not run by systemd with Type=notify). An
-// address starting with '@' is in the abstract namespace.
-func Notify(state string) error {
-	addr := os.Getenv("NOTIFY_SOCKET")
+// Notify sends state to systemd's notification socket (socket: the
+// process's $NOTIFY_SOCKET, which main reads), as sd_notify(3) does: one
+// datagram of newline-separated assignments ("READY=1",
+// "MAINPID=4242\nREADY=1", "STOPPING=1"). It does nothing when socket is
+// empty (not run by systemd with Type=notify). An address starting with
+// '@' is in the abstract namespace.
+func Notify(socket, state string) error {
+	addr := socket
 	if addr == "" {
 		return nil
 	}

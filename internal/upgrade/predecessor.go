@@ -298,7 +298,7 @@ func (p *Predecessor) release(m release) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if int(m.idx) >= len(p.limiters) {
-		return fmt.Errorf("state channel: %w: release for limiter %d of %d", errFrame, m.idx, len(p.limiters))
+		return fmt.Errorf("state channel: %w: release for %s limiter %d of %d", errFrame, inflightconn.Name, m.idx, len(p.limiters))
 	}
 	p.st.ReleasesReceived.Add(1)
 	out := p.outstanding[m.idx]

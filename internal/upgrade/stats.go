@@ -1,5 +1,5 @@
-// Package upgrade is tollgate's binary upgrade in place (README,
-// "Upgrading in place"): the old process starts the new one from the same
+// Package upgrade is tollgate's binary upgrade in place
+// (docs/operations/upgrading.md): the old process starts the new one from the same
 // command line with its listening sockets and a state channel (a
 // socketpair), waits until it is ready, stops accepting, hands over every
 // inFlightConn limiter's counts, every rateLimit limiter's buckets and every
@@ -9,7 +9,7 @@
 // maxConn stay one budget across both processes. It also speaks
 // systemd's notify protocol.
 //
-// The process side (what to hand over, when to stop accepting) is main.go's;
+// The process side (what to hand over, when to stop accepting) is internal/process's;
 // this package is the protocol and the processes.
 package upgrade
 
@@ -61,6 +61,11 @@ type Stats struct {
 	Attempts  atomic.Int64
 	Failures  atomic.Int64
 	LastError atomic.Pointer[string]
+	// Refused: upgrades asked for and not started (one under way, this
+	// process or its predecessor draining). Resumes: handovers undone
+	// because the new process ended while this one drained.
+	Refused atomic.Int64
+	Resumes atomic.Int64
 }
 
 // Counts is a snapshot's size.
@@ -137,6 +142,11 @@ type UpgradesView struct {
 	Attempts  int64  `json:"attempts"`
 	Failures  int64  `json:"failures"`
 	LastError string `json:"lastError,omitempty"`
+	// Refused: asked for while one was under way or a generation drained
+	// (409). Resumed: handovers undone, the new process having ended
+	// while this one drained.
+	Refused int64 `json:"refused"`
+	Resumed int64 `json:"resumed"`
 }
 
 func (c *Counts) view() CountsView {
@@ -147,7 +157,7 @@ func (c *Counts) view() CountsView {
 func (s *Stats) View(pid int, state string) View {
 	v := View{PID: pid, Generation: s.Generation.Load(), State: state,
 		PredecessorPID: s.PredecessorPID.Load(), SuccessorPID: s.SuccessorPID.Load(),
-		Upgrades: UpgradesView{Attempts: s.Attempts.Load(), Failures: s.Failures.Load()}}
+		Upgrades: UpgradesView{Attempts: s.Attempts.Load(), Failures: s.Failures.Load(), Refused: s.Refused.Load(), Resumed: s.Resumes.Load()}}
 	if e := s.LastError.Load(); e != nil {
 		v.Upgrades.LastError = *e
 	}
@@ -182,5 +192,6 @@ type Result struct {
 	Unrouted int64 `json:"unrouted"`
 }
 
-// ErrBusy: an upgrade is already under way, or this process has handed over.
+// ErrBusy: an upgrade is already under way, this process has handed over,
+// or the generation before it is still draining (a third would be alive).
 var ErrBusy = errors.New("upgrade refused")

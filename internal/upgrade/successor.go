@@ -187,6 +187,27 @@ func Start(c Command, hello Hello, files []*os.File, st *Stats) (*Successor, err
 // PID is the new process's.
 func (s *Successor) PID() int { return s.cmd.Process.Pid }
 
+// Exited is closed when the new process has ended, however it ended (the
+// old process is its parent, and reaps it).
+func (s *Successor) Exited() <-chan struct{} { return s.exited }
+
+// ExitedCleanly reports, once Exited is closed, whether the new process
+// exited with status 0 (stopped on purpose, not killed or failed).
+func (s *Successor) ExitedCleanly() bool {
+	<-s.exited
+	return s.exitErr == nil
+}
+
+// ExitReason says how the new process ended ("exit status 3", "signal:
+// killed"), once Exited is closed.
+func (s *Successor) ExitReason() string {
+	<-s.exited
+	if s.exitErr != nil {
+		return s.exitErr.Error()
+	}
+	return "exit status 0"
+}
+
 // WaitReady waits until the new process says it is ready (its configuration
 // applied, its listeners in hand, not accepting), at most timeout. Any other
 // outcome (it said why it failed, it exited, the channel broke, the time ran

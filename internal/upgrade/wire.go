@@ -358,12 +358,12 @@ type capRelease struct {
 func encodeSnapshot(snap Snapshot) ([]byte, error) {
 	exs := snap.Limiters
 	if len(exs) > math.MaxUint16 || len(snap.Rates) > math.MaxUint16 || len(snap.Caps) > math.MaxUint16 {
-		return nil, fmt.Errorf("%d limiters, %d rate limiters and %d capped services: more than a snapshot holds", len(exs), len(snap.Rates), len(snap.Caps))
+		return nil, fmt.Errorf("%d %s limiters, %d %s limiters and %d capped services: more than a snapshot holds", len(exs), inflightconn.Name, len(snap.Rates), ratelimit.Name, len(snap.Caps))
 	}
 	b := binary.BigEndian.AppendUint16(nil, uint16(len(exs)))
 	for _, ex := range exs {
 		if len(ex.Name) > maxName || len(ex.Keys) > math.MaxUint32 {
-			return nil, fmt.Errorf("limiter %.40q: name or keys too long for a snapshot", ex.Name)
+			return nil, sectionError(inflightconn.Name, ex.Name)
 		}
 		b = appendName(b, ex.Name)
 		b = binary.BigEndian.AppendUint64(b, uint64(ex.Amount))
@@ -408,7 +408,7 @@ func appendRates(b []byte, rates []ratelimit.Export) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(rates)))
 	for _, ex := range rates {
 		if len(ex.Name) > maxName || len(ex.Keys) > math.MaxUint32 {
-			return nil, fmt.Errorf("rate limiter %.40q: name or keys too long for a snapshot", ex.Name)
+			return nil, sectionError(ratelimit.Name, ex.Name)
 		}
 		b = append(appendName(b, ex.Name), byte(ex.V6Bits))
 		b = binary.BigEndian.AppendUint64(b, uint64(ex.Interval))
@@ -419,6 +419,13 @@ func appendRates(b []byte, rates []ratelimit.Export) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+// sectionError is the error of a limiter of the kind (its registered name:
+// inFlightConn, rateLimit) that the snapshot's section of that kind cannot
+// hold.
+func sectionError(kind, name string) error {
+	return fmt.Errorf("%s %.40q: name or keys too long for a snapshot", kind, name)
 }
 
 // appendName appends a limiter's name: u16 length, bytes.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +104,19 @@ func TestSnapshotRefusesBadValues(t *testing.T) {
 		}
 		if _, err := decodeSnapshot(b, snap.WithRates, snap.WithCaps); err == nil {
 			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+// A limiter the snapshot cannot hold is named with its kind.
+func TestSnapshotNamesTheKind(t *testing.T) {
+	long := strings.Repeat("n", maxName+1)
+	for kind, snap := range map[string]Snapshot{
+		"inFlightConn": {Limiters: []inflightconn.Export{{Name: long, Amount: 1}}},
+		"rateLimit":    {WithRates: true, Rates: []ratelimit.Export{{Name: long, Interval: time.Second}}},
+	} {
+		if _, err := encodeSnapshot(snap); err == nil || !strings.HasPrefix(err.Error(), kind+` "nnn`) {
+			t.Errorf("%s: %v", kind, err)
 		}
 	}
 }

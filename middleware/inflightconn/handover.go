@@ -6,7 +6,7 @@ import (
 )
 
 // Handover: the counts of a limiter move to a new process during a binary
-// upgrade (README, "Upgrading in place") and stay one budget while the old
+// upgrade (docs/operations/upgrading.md) and stay one budget while the old
 // process drains. The old process exports each limiter once: per shard, under
 // its lock, it copies the counts and marks the shard, so that every release
 // after the copy is also forwarded (a release before it is simply not in the
@@ -53,10 +53,11 @@ func (l *Limiter) Export(name string, remote Remote) Export {
 	// the middleware sends to remote meanwhile is answered only after the
 	// new process has read this export, so it is not in it twice.
 	l.remote.Store(&remote)
-	ex := Export{Name: name, Amount: l.amount.Load(), DryRun: l.dryRun.Load(), V6Bits: l.v6Bits}
-	for i := range l.shards {
-		s := &l.shards[i]
+	ex := Export{Name: name, Amount: l.amount.Load(), DryRun: l.dryRun.Load()}
+	for i := range shardCount {
+		s := &l.table()[i]
 		s.mu.Lock()
+		ex.V6Bits = l.V6Bits() // the keying of the counts copied
 		for k, n := range s.m {
 			ex.Keys = append(ex.Keys, KeyCount{k, n})
 		}
@@ -75,8 +76,8 @@ func (l *Limiter) Export(name string, remote Remote) Export {
 // forwarded and the middleware counts by itself again. The counts are
 // exact: the limiter kept counting its own connections.
 func (l *Limiter) Unexport() {
-	for i := range l.shards {
-		s := &l.shards[i]
+	for i := range shardCount {
+		s := &l.table()[i]
 		s.mu.Lock()
 		s.forward = false
 		s.mu.Unlock()
@@ -95,49 +96,50 @@ func (l *Limiter) Remote() Remote {
 // Import counts n connections of key k without checking the amount: they
 // are open already, in the process the counts came from, and are not in a
 // shared store under this process's name. Each must be released with
-// ReleaseLocal(k).
-func (l *Limiter) Import(k netip.Addr, n int64) { l.add(k, n, true) }
+// ReleaseLocal(k). k is a key of the exporting process; counted as a client
+// address, it goes under the key it has here.
+func (l *Limiter) Import(k netip.Addr, n int64) { l.add(k.Unmap(), n, true) }
 
 // AcquireLocal is Acquire for a connection counted here alone, not in a
 // shared store (one a predecessor asks for at an upgrade); released with
 // ReleaseLocal.
-func (l *Limiter) AcquireLocal(k netip.Addr) bool {
-	if !l.Acquire(k) {
-		return false
+func (l *Limiter) AcquireLocal(a netip.Addr) bool {
+	a = a.Unmap()
+	s, k := l.lock(a)
+	n := s.m[k]
+	if n >= l.amount.Load() {
+		l.rejects.Add(1)
+		if !l.dryRun.Load() {
+			s.mu.Unlock()
+			return false
+		}
 	}
-	s := l.shard(k)
-	s.mu.Lock()
+	l.count(s, a, k, 1)
 	if s.loc == nil {
 		s.loc = make(map[netip.Addr]int64)
 	}
-	s.loc[k]++
+	s.loc[a]++
 	s.mu.Unlock()
+	l.total.Add(1)
+	l.admits.Add(1)
 	return true
 }
 
-// add counts n connections of k without checking the amount; local: not in
-// a shared store.
-func (l *Limiter) add(k netip.Addr, n int64, local bool) {
+// add counts n connections of client address a without checking the
+// amount; local: not in a shared store.
+func (l *Limiter) add(a netip.Addr, n int64, local bool) {
 	if n <= 0 {
 		return
 	}
-	s := l.shard(k)
-	s.mu.Lock()
-	if s.m == nil {
-		s.m = make(map[netip.Addr]int64)
-	}
-	old := s.m[k]
-	s.m[k] = old + n
+	s, k := l.lock(a)
+	l.count(s, a, k, n)
 	if local {
 		if s.loc == nil {
 			s.loc = make(map[netip.Addr]int64)
 		}
-		s.loc[k] += n
+		s.loc[a] += n
 	}
 	s.mu.Unlock()
-	if old == 0 {
-		l.keys.Add(1)
-	}
 	l.total.Add(n)
 }
 
@@ -153,23 +155,23 @@ func (l *Limiter) AddTotals(admitted, rejected uint64) {
 func (l *Limiter) CountRejected() { l.rejects.Add(1) }
 
 // Import returns the limiter that a predecessor's export of ex goes into:
-// the registered one for ex.Name when it keys clients the same way, a new
-// registered one (with the predecessor's amount) when the name is not
-// registered, and otherwise a limiter of its own, not registered: a changed
-// ipv6Subnet keys clients differently, so, as at a reload, the old counts
-// do not join the new ones (they are released into the limiter they were
-// counted in). The counts are imported before the registry's lock is
-// released, so that no Sweep forgets the limiter in between.
+// the registered one for ex.Name, or a new registered one (with the
+// predecessor's amount) when the name is not registered. The counts are
+// imported before the registry's lock is released, so that no Sweep
+// forgets the limiter in between. When the predecessor keyed IPv6 clients
+// differently (another ipv6Subnet), each exported key is counted as a
+// client address under the key it has here, as a reload's change of
+// ipv6Subnet moves counts (Limiter.setV6Bits): the predecessor releases
+// them by the same keys.
 func (r *Registry) Import(ex *Export) *Limiter {
 	return r.reg.Update(ex.Name, func(l *Limiter, ok bool) (*Limiter, bool) {
-		register := !ok
-		if !ok || l.v6Bits != ex.V6Bits {
+		if !ok {
 			l = NewLimiter(ex.Amount, ex.DryRun, ex.V6Bits)
 		}
 		for _, kc := range ex.Keys {
 			l.Import(kc.Key, kc.Count)
 		}
 		l.AddTotals(ex.Admitted, ex.Rejected)
-		return l, register
+		return l, !ok
 	})
 }

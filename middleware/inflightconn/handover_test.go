@@ -133,15 +133,26 @@ func TestImportCountsAgainstTheAmount(t *testing.T) {
 	}
 }
 
-// An export into a process whose limiter keys IPv6 clients differently goes
-// into a limiter of its own (as at a reload), and a name the new
-// configuration lacks is registered, so that the counts stay until released.
+// An export into a process whose limiter keys IPv6 clients differently
+// joins the registered limiter, each exported key counted under the key it
+// has here (as a reload's change of ipv6Subnet moves counts), and released
+// by the same exported key; a name the new configuration lacks is
+// registered, so that the counts stay until released.
 func TestRegistryImportKeying(t *testing.T) {
 	var reg Registry
 	cur := reg.Get("v6@file", 1, false, 64)
-	l := reg.Import(&Export{Name: "v6@file", Amount: 1, V6Bits: 0, Keys: []KeyCount{{netip.MustParseAddr("2001:db8::1"), 1}}})
-	if l == cur || reg.Lookup("v6@file") != cur || cur.Stats().InFlight != 0 {
-		t.Fatal("an export keyed by full address joined a /64 limiter")
+	full := netip.MustParseAddr("2001:db8::1")
+	l := reg.Import(&Export{Name: "v6@file", Amount: 1, V6Bits: 0, Keys: []KeyCount{{full, 1}}})
+	if l != cur || reg.Lookup("v6@file") != cur || cur.Count(netip.MustParseAddr("2001:db8::")) != 1 {
+		t.Fatalf("an export keyed by full address: into %p (registered %p), /64 count %d; want it counted under its /64 in the registered limiter",
+			l, cur, cur.Count(netip.MustParseAddr("2001:db8::")))
+	}
+	if cur.Acquire(netip.MustParseAddr("2001:db8::2")) {
+		t.Fatal("the /64 holding an imported connection admitted another with amount 1")
+	}
+	cur.ReleaseLocal(full) // the predecessor forwards its end by its key
+	if cur.Stats().InFlight != 0 || cur.Entries() != 0 {
+		t.Fatalf("after the imported connection's release: %+v, %d entries", cur.Stats(), cur.Entries())
 	}
 	g := reg.Import(&Export{Name: "gone@file", Amount: 3, Keys: []KeyCount{{netip.MustParseAddr("10.0.0.1"), 2}}})
 	reg.Sweep(map[string]bool{})
@@ -161,7 +172,7 @@ func TestRegistryImportKeying(t *testing.T) {
 // connection ended before it was used is given back.
 func TestMiddlewareAsksTheRemoteAfterExport(t *testing.T) {
 	var reg Registry
-	mw, l, _, err := New("m@file", &config.TCPInFlightConn{Amount: 1}, &reg, zerolog.Nop())
+	mw, l, _, err := newMiddleware("m@file", &config.TCPInFlightConn{Amount: 1}, &reg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,51 +1,66 @@
 package inflightconn
 
 import (
-	"sync"
+	"sync/atomic"
 
+	"github.com/rs/zerolog"
+
+	"github.com/tollgate-proxy/tollgate/middleware"
 	"github.com/tollgate-proxy/tollgate/middleware/internal/registry"
 )
 
 // Registry holds one Limiter per qualified middleware name across config
-// generations. Compile asks it for limiters; the table it builds holds them;
-// when a generation no longer names a limiter and no connection is counted in
-// it, Sweep forgets it.
+// generations: the inFlightConn kind's middleware.Keeper (Limiters). Compile
+// asks it for limiters; the table it builds holds them; when a generation
+// no longer names a limiter and no connection is counted in it, Sweep
+// forgets it.
 //
-// The zero value is ready to use. A Registry is safe for concurrent use.
+// The zero value is ready to use, with no shared store. A Registry is safe
+// for concurrent use.
 type Registry struct {
 	reg registry.Registry[*Limiter]
-
-	mu     sync.Mutex
-	stores map[string]*Store
+	// base is the logger the last New was given: every middleware's
+	// logger starts from it (one copy, not one per middleware).
+	base   atomic.Pointer[zerolog.Logger]
+	stores map[string]*Store // read-only once made
 }
 
-// SetStores gives the registry the shared stores of the static
+// NewRegistry returns a registry with the shared stores of the static
 // configuration, by name, for the middlewares that name one
-// (inFlightConn.store). Set once, before the first configuration.
-func (r *Registry) SetStores(stores map[string]*Store) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stores = stores
+// (inFlightConn.store).
+func NewRegistry(stores map[string]*Store) *Registry {
+	return &Registry{stores: stores}
 }
 
-func (r *Registry) store(name string) *Store {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stores[name]
+// newKeeper is the kind's Kind.Keeper: a registry with the stores of o
+// that are this package's.
+func newKeeper(o middleware.Options) middleware.Keeper {
+	stores := map[string]*Store{}
+	for name, s := range o.Stores {
+		if st, ok := s.(*Store); ok {
+			stores[name] = st
+		}
+	}
+	return NewRegistry(stores)
 }
 
-// Get returns the limiter for name, creating it or updating its amount and dry
-// run in place. Counts are kept. A change of ipv6Subnet changes how clients are
-// keyed, so it replaces the limiter with a fresh one; connections counted in the
-// old one still release into it (they hold it), and it is garbage once they end.
+func (r *Registry) store(name string) *Store { return r.stores[name] }
+
+var _ middleware.Keeper = (*Registry)(nil)
+
+// Close does nothing: the stores are the process's, closed by it at exit.
+func (r *Registry) Close() {}
+
+// Get returns the limiter for name, creating it or updating its amount, dry
+// run and ipv6Subnet in place. Counts are kept: a change of ipv6Subnet moves
+// each IPv6 client's connections to the key its address has under the new
+// prefix (Limiter.setV6Bits), and IPv4 keys do not change.
 func (r *Registry) Get(name string, amount int64, dryRun bool, v6Bits int) *Limiter {
 	return r.reg.Get(name,
 		func(l *Limiter) bool {
-			if l.v6Bits != v6Bits {
-				return false
-			}
 			l.amount.Store(amount)
 			l.dryRun.Store(dryRun)
+			l.setV6Bits(v6Bits)
 			return true
 		},
 		func() *Limiter { return NewLimiter(amount, dryRun, v6Bits) })

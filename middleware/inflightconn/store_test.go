@@ -29,7 +29,9 @@ type replica struct {
 
 const testMW = "limit@file"
 
-func newReplica(t *testing.T, addr string, expiry time.Duration, amount int64, mode string) *replica {
+// newStore makes the store "shared" on addr (closed at cleanup) and a
+// registry that has it.
+func newStore(t *testing.T, addr string, expiry time.Duration) (*Store, *Registry) {
 	t.Helper()
 	cfg := &config.RedisStore{Endpoints: []string{addr}, LeaseExpiry: config.Duration(expiry), Timeout: config.Duration(expiry / 4)}
 	s, err := NewRedisStore("shared", cfg, nil, zerolog.Nop())
@@ -37,9 +39,14 @@ func newReplica(t *testing.T, addr string, expiry time.Duration, amount int64, m
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	reg := &Registry{}
-	reg.SetStores(map[string]*Store{"shared": s})
-	_, l, _, err := New(testMW, &config.TCPInFlightConn{Amount: amount, Store: "shared", FailureMode: mode}, reg, zerolog.Nop())
+	reg := NewRegistry(map[string]*Store{"shared": s})
+	return s, reg
+}
+
+func newReplica(t *testing.T, addr string, expiry time.Duration, amount int64, mode string) *replica {
+	t.Helper()
+	s, reg := newStore(t, addr, expiry)
+	_, l, _, err := newMiddleware(testMW, &config.TCPInFlightConn{Amount: amount, Store: "shared", FailureMode: mode}, reg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +59,7 @@ func newReplica(t *testing.T, addr string, expiry time.Duration, amount int64, m
 func (r *replica) admit(t *testing.T, k netip.Addr) outcome {
 	t.Helper()
 	ch := make(chan outcome, 1)
-	if !r.s.enqueue(&admitReq{l: r.l, mw: testMW, k: k, done: func(o outcome) { ch <- o }}) {
+	if !r.s.enqueue(&admitReq{l: r.l, mw: testMW, a: k, done: func(o outcome) { ch <- o }}) {
 		t.Fatal("queue full")
 	}
 	select {
@@ -244,17 +251,17 @@ func TestNewRedisStoreErrors(t *testing.T) {
 // naming the field.
 func TestStoreOptionErrors(t *testing.T) {
 	reg := &Registry{}
-	_, _, _, err := New("m@file", &config.TCPInFlightConn{Amount: 1, Store: "nope"}, reg, zerolog.Nop())
+	_, _, _, err := newMiddleware("m@file", &config.TCPInFlightConn{Amount: 1, Store: "nope"}, reg, zerolog.Nop())
 	if err == nil || config.FieldOf(err) != "inFlightConn.store" || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("unknown store: %v", err)
 	}
-	_, _, _, err = New("m@file", &config.TCPInFlightConn{Amount: 1, FailureMode: "ajar"}, reg, zerolog.Nop())
+	_, _, _, err = newMiddleware("m@file", &config.TCPInFlightConn{Amount: 1, FailureMode: "ajar"}, reg, zerolog.Nop())
 	if err == nil || config.FieldOf(err) != "inFlightConn.failureMode" {
 		t.Errorf("bad failure mode: %v", err)
 	}
-	_, _, warn, err := New("m@file", &config.TCPInFlightConn{Amount: 1, FailureMode: "open"}, reg, zerolog.Nop())
-	if err != nil || !strings.Contains(warn, "no effect") {
-		t.Errorf("failure mode without a store: warning %q, err %v", warn, err)
+	_, _, warns, err := newMiddleware("m@file", &config.TCPInFlightConn{Amount: 1, FailureMode: "open"}, reg, zerolog.Nop())
+	if err != nil || len(warns) != 1 || !strings.Contains(warns[0].Message, "no effect") || warns[0].Field != "inFlightConn.failureMode" {
+		t.Errorf("failure mode without a store: warnings %+v, err %v", warns, err)
 	}
 }
 
@@ -331,9 +338,8 @@ func checkTwoReplicas(t *testing.T, cfg *config.RedisStore) {
 			t.Fatal(err)
 		}
 		t.Cleanup(s.Close)
-		reg := &Registry{}
-		reg.SetStores(map[string]*Store{"shared": s})
-		_, l, _, err := New(testMW, &config.TCPInFlightConn{Amount: 2, Store: "shared"}, reg, zerolog.Nop())
+		reg := NewRegistry(map[string]*Store{"shared": s})
+		_, l, _, err := newMiddleware(testMW, &config.TCPInFlightConn{Amount: 2, Store: "shared"}, reg, zerolog.Nop())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -353,9 +359,8 @@ func TestSharedQueueBounded(t *testing.T) {
 	s := OfflineStore("shared")
 	s.queue = make(chan *admitReq, queueSize) // a pipeline that never drains it
 	s.up.Store(true)
-	reg := &Registry{}
-	reg.SetStores(map[string]*Store{"shared": s})
-	mw, l, _, err := New(testMW, &config.TCPInFlightConn{Amount: 1, Store: "shared"}, reg, zerolog.Nop())
+	reg := NewRegistry(map[string]*Store{"shared": s})
+	mw, l, _, err := newMiddleware(testMW, &config.TCPInFlightConn{Amount: 1, Store: "shared"}, reg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,4 +432,282 @@ func TestSharedReassertLeavesImportsOut(t *testing.T) {
 	}
 	a.l.Release(ipA)
 	itest.Eventually(t, 2*time.Second, func() bool { return len(shares(t, rdb, ipA)) == 0 }, "share after the last release: %v", shares(t, rdb, ipA))
+}
+
+// liveTotal is a key's count as every replica's admission sees it: the
+// shares of the replicas whose lease is live, in the server's clock.
+func liveTotal(t *testing.T, rdb *goredis.Client, k netip.Addr) int64 {
+	t.Helper()
+	n, err := rdb.Eval(context.Background(), `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local f = redis.call('HGETALL', KEYS[1])
+local sum = 0
+for i = 1, #f, 2 do
+  local dl = redis.call('HGET', KEYS[2], f[i])
+  if dl and tonumber(dl) > now then sum = sum + tonumber(f[i + 1]) end
+end
+return sum`, []string{keyOf(testMW, k), replicasOf(testMW)}).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// startPair starts a redis-server with args and two replicas on it with
+// the lease expiry and amount given. rdb is a client of the server, closed
+// at cleanup.
+func startPair(t *testing.T, expiry time.Duration, amount int64, args ...string) (rdb *goredis.Client, a, b *replica) {
+	t.Helper()
+	srv := itest.StartRedis(t, args...)
+	rdb = goredis.NewClient(&goredis.Options{Addr: srv.Addr, DisableIdentity: true})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb, newReplica(t, srv.Addr, expiry, amount, ""), newReplica(t, srv.Addr, expiry, amount, "")
+}
+
+// holdingPair is startPair with amount 3, a holding the amount for ipA.
+func holdingPair(t *testing.T, expiry time.Duration) (rdb *goredis.Client, a, b *replica) {
+	t.Helper()
+	rdb, a, b = startPair(t, expiry, 3)
+	if got := a.admitN(t, ipA, 3); got != 3 {
+		t.Fatalf("a admitted %d of 3", got)
+	}
+	return rdb, a, b
+}
+
+// lossRefresh is how long a replica may take to find and repair a loss:
+// one lease refresh (a third of the expiry) plus a margin for the round
+// trips and a loaded machine.
+func lossRefresh(expiry time.Duration) time.Duration { return expiry/3 + 700*time.Millisecond }
+
+// The store loses a replica's shares while it answers (issue 41): a
+// FLUSHALL, the replicas' deadlines deleted, a key's hash deleted (what an
+// eviction does), a failover to a server that missed the last release or
+// admission. Replica a holds the amount, 3, for one client; b admits what
+// it can right after the loss (the window a loss opens). Within one lease
+// refresh a has asserted its shares again: the cluster-wide count is every
+// connection held, and once b's window admissions end it is the amount and
+// admissions are refused. Three losses in a row, each repaired alike.
+func TestSharedStoreLosesShares(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		lose func(t *testing.T, rdb *goredis.Client, a *replica)
+	}{
+		{"flushall", func(t *testing.T, rdb *goredis.Client, _ *replica) {
+			must(t, rdb.FlushAll(ctx).Err())
+		}},
+		{"del-replicas", func(t *testing.T, rdb *goredis.Client, _ *replica) {
+			must(t, rdb.Del(ctx, replicasOf(testMW)).Err())
+		}},
+		{"del-ip-hash", func(t *testing.T, rdb *goredis.Client, _ *replica) {
+			must(t, rdb.Del(ctx, keyOf(testMW, ipA)).Err())
+		}},
+		// A failover to a server that missed a's last release: its share is
+		// one more than it holds, and its write count one less.
+		{"lost-release", func(t *testing.T, rdb *goredis.Client, a *replica) {
+			f := a.s.field(a.s.epoch.Load())
+			must(t, rdb.HIncrBy(ctx, keyOf(testMW, ipA), f, 1).Err())
+			must(t, rdb.HIncrBy(ctx, seqOf(testMW), f, -1).Err())
+		}},
+		// ... that missed a's last admission: one less, and one less.
+		{"lost-admission", func(t *testing.T, rdb *goredis.Client, a *replica) {
+			f := a.s.field(a.s.epoch.Load())
+			must(t, rdb.HIncrBy(ctx, keyOf(testMW, ipA), f, -1).Err())
+			must(t, rdb.HIncrBy(ctx, seqOf(testMW), f, -1).Err())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const expiry = 900 * time.Millisecond
+			rdb, a, b := holdingPair(t, expiry)
+			for round := 1; round <= 3; round++ {
+				tc.lose(t, rdb, a)
+				lost := time.Now()
+				window := b.admitN(t, ipA, 3)
+				held := a.l.Count(ipA) + b.l.Count(ipA)
+				itest.Eventually(t, lossRefresh(expiry), func() bool { return liveTotal(t, rdb, ipA) == held },
+					"loss %d: the store counts %d for %s, the replicas hold %d (a %d, b %d admitted in the window)",
+					round, liveTotal(t, rdb, ipA), ipA, held, a.l.Count(ipA), window)
+				t.Logf("loss %d: %d admitted in the window, all %d counted again after %s", round, window, held, time.Since(lost).Round(time.Millisecond))
+				for range window {
+					b.l.Release(ipA)
+				}
+				itest.Eventually(t, 3*time.Second, func() bool { return liveTotal(t, rdb, ipA) == 3 },
+					"loss %d: after b's window connections ended the store counts %d, want a's 3", round, liveTotal(t, rdb, ipA))
+				if got := b.admitN(t, ipA, 2); got != 0 {
+					t.Fatalf("loss %d: b admitted %d with a holding the amount 3", round, got)
+				}
+				if o := a.admit(t, ipA); o != outRejected {
+					t.Fatalf("loss %d: a admitted (%d) holding the amount 3", round, o)
+				}
+			}
+			if tc.name != "del-replicas" && a.s.SharesLost() == 0 {
+				t.Error("the losses were repaired but not counted (sharesLostTotal)")
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Repeated losses do not add up: with both replicas admitting all they can
+// right after each of three FLUSHALLs, the three let in at most 3 in all
+// (b's own amount; the first flush usually all of them, unless a's refresh
+// comes first): a replica counts its own connections whatever the store
+// lost, so only a replica short of the amount on its own admits.
+func TestSharedRepeatedFlushesDoNotAddUp(t *testing.T) {
+	const expiry = 900 * time.Millisecond
+	rdb, a, b := holdingPair(t, expiry)
+	var admitted []int
+	for round := 1; round <= 3; round++ {
+		must(t, rdb.FlushAll(context.Background()).Err())
+		admitted = append(admitted, a.admitN(t, ipA, 3)+b.admitN(t, ipA, 3))
+		held := a.l.Count(ipA) + b.l.Count(ipA)
+		itest.Eventually(t, lossRefresh(expiry), func() bool { return liveTotal(t, rdb, ipA) == held },
+			"flush %d: the store counts %d, the replicas hold %d", round, liveTotal(t, rdb, ipA), held)
+	}
+	if total := admitted[0] + admitted[1] + admitted[2]; total > 3 {
+		t.Fatalf("admitted after each of three flushes: %v; want at most 3 in all (b's own amount)", admitted)
+	}
+	if open := a.l.Count(ipA) + b.l.Count(ipA); open > 6 {
+		t.Fatalf("%d open for one client with amount 3 over two replicas", open)
+	}
+}
+
+// A real eviction: maxmemory with allkeys-lru and a cache's data beside the
+// shares. The store says its policy may evict (API state, metric source);
+// the per-IP hash evicted, a asserts its shares again within one refresh,
+// and b is refused.
+func TestSharedEvictedShareReasserted(t *testing.T) {
+	const expiry = 900 * time.Millisecond
+	rdb, a, b := startPair(t, expiry, 3, "--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru")
+	ctx := context.Background()
+	if st := a.s.State(a.l); st.MaxmemoryPolicy != "allkeys-lru" || !st.EvictionRisk || st.Warning == "" {
+		t.Fatalf("store state %+v: want maxmemoryPolicy allkeys-lru with the eviction risk and a warning", st)
+	}
+	if got := a.admitN(t, ipA, 3); got != 3 {
+		t.Fatalf("a admitted %d of 3", got)
+	}
+	// The cache's data, until the shares' hash is evicted.
+	value := strings.Repeat("x", 1024)
+	evicted := false
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; !evicted && i < 200_000 && time.Now().Before(deadline); i += 100 {
+		p := rdb.Pipeline()
+		for j := range 100 {
+			p.Set(ctx, "cache:"+strconv.Itoa(i+j), value, 0)
+		}
+		exists := p.Exists(ctx, keyOf(testMW, ipA))
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		evicted = exists.Val() == 0
+	}
+	if !evicted {
+		t.Fatal("the filler did not evict the shares' hash")
+	}
+	itest.Eventually(t, lossRefresh(expiry), func() bool { return liveTotal(t, rdb, ipA) == 3 },
+		"after the eviction the store counts %d for %s, a holds 3", liveTotal(t, rdb, ipA), ipA)
+	if got := b.admitN(t, ipA, 2); got != 0 {
+		t.Fatalf("b admitted %d after the eviction was repaired", got)
+	}
+	if a.s.SharesLost() == 0 {
+		t.Error("the eviction was repaired but not counted")
+	}
+}
+
+// A Redis whose CONFIG command is renamed away: the store works, its policy
+// is "unknown" (no eviction risk claimed).
+func TestSharedPolicyUnreadable(t *testing.T) {
+	srv := itest.StartRedis(t, "--rename-command", "CONFIG", "")
+	a := newReplica(t, srv.Addr, 900*time.Millisecond, 2, "")
+	if got := a.admitN(t, ipA, 3); got != 2 {
+		t.Fatalf("admitted %d of 3 with amount 2", got)
+	}
+	if st := a.s.State(a.l); st.MaxmemoryPolicy != "unknown" || st.EvictionRisk || !st.Reachable {
+		t.Fatalf("store state %+v: want maxmemoryPolicy unknown, no risk, reachable", st)
+	}
+}
+
+// Which policies may evict the keys (all of them have a time to live).
+func TestPolicyEvicts(t *testing.T) {
+	for p, want := range map[string]bool{
+		"noeviction": false, "unknown": false,
+		"allkeys-lru": true, "allkeys-lfu": true, "allkeys-random": true,
+		"volatile-lru": true, "volatile-lfu": true, "volatile-random": true, "volatile-ttl": true,
+		"some-future-policy": true,
+	} {
+		if got := policyEvicts(p); got != want {
+			t.Errorf("policyEvicts(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+// A middleware that names a store after a reload (the store reachable all
+// along) finds its connections counted there, asserted under a new epoch,
+// not only here.
+func TestSharedStoreAddedByReloadAssertsCounts(t *testing.T) {
+	srv := itest.StartRedis(t)
+	rdb := goredis.NewClient(&goredis.Options{Addr: srv.Addr, DisableIdentity: true})
+	defer rdb.Close()
+	const expiry = 900 * time.Millisecond
+	b := newReplica(t, srv.Addr, expiry, 3, "")
+	s, reg := newStore(t, srv.Addr, expiry)
+	_, l, _, err := newMiddleware(testMW, &config.TCPInFlightConn{Amount: 3}, reg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		l.Acquire(ipA)
+	}
+	itest.Eventually(t, 5*time.Second, s.Reachable, "the store did not become reachable")
+	if _, l2, _, err := newMiddleware(testMW, &config.TCPInFlightConn{Amount: 3, Store: "shared"}, reg, zerolog.Nop()); err != nil || l2 != l {
+		t.Fatalf("reload with a store: %v, limiter kept %v", err, l2 == l)
+	}
+	itest.Eventually(t, lossRefresh(expiry)+time.Second, func() bool { return s.Reachable() && liveTotal(t, rdb, ipA) == 2 },
+		"the 2 connections counted before the store was named are not counted in it: %d", liveTotal(t, rdb, ipA))
+	if got := b.admitN(t, ipA, 3); got != 1 {
+		t.Fatalf("the other replica admitted %d with 2 of 3 held here, want 1", got)
+	}
+	l.Release(ipA)
+	l.Release(ipA)
+	itest.Eventually(t, 3*time.Second, func() bool { return liveTotal(t, rdb, ipA) == 1 }, "releases not counted in the store: %d", liveTotal(t, rdb, ipA))
+}
+
+// A state larger than one round trip carries (roundCap operations): the
+// assertion and the checks go in several round trips, and a flush of all
+// of it is repaired within one refresh as a small one is.
+func TestSharedLargeStateReasserted(t *testing.T) {
+	const expiry = 1500 * time.Millisecond
+	rdb, a, b := startPair(t, expiry, 1)
+	ctx := context.Background()
+	const n = 3 * roundCap / 2
+	key := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}) }
+	for i := range n {
+		a.l.add(key(i), 1, false)
+	}
+	a.s.markDirty() // as a store named by a reload: assert what is counted
+	counted := func() int {
+		keys, err := rdb.Keys(ctx, "tollgate:{"+testMW+"}:ip:*").Result()
+		must(t, err)
+		return len(keys)
+	}
+	itest.Eventually(t, 5*time.Second, func() bool { return counted() == n }, "%d of %d keys asserted", counted(), n)
+	before := a.s.SharesLost()
+	must(t, rdb.FlushAll(ctx).Err())
+	itest.Eventually(t, lossRefresh(expiry), func() bool { return counted() == n && liveTotal(t, rdb, key(n-1)) == 1 },
+		"after a flush, %d of %d keys asserted again", counted(), n)
+	for _, i := range []int{0, n / 2, n - 1} {
+		if o := b.admit(t, key(i)); o != outRejected {
+			t.Fatalf("b admitted (%d) %s, held by a with amount 1", o, key(i))
+		}
+	}
+	if a.s.SharesLost() != before+1 {
+		t.Fatalf("losses counted %d, want one more than %d", a.s.SharesLost(), before)
+	}
 }

@@ -60,19 +60,19 @@ func FuzzParse(f *testing.F) {
 }
 
 // Issue 10.6: entries that parse but do not mean what they read as come back
-// as notes on their index; the list means what the notes say.
-func TestParseNotes(t *testing.T) {
-	l, notes, err := ParseNotes([]string{"10.0.0.0/8", "127.0.0.9/8", "::ffff:0:0/96"})
+// as warnings on their entry; the list means what the warnings say.
+func TestParseWarnings(t *testing.T) {
+	l, notes, err := ParseWarnings([]string{"10.0.0.0/8", "127.0.0.9/8", "::ffff:0:0/96"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(notes) != 2 || notes[0].Index != 1 || !strings.Contains(notes[0].Msg, "host bits") || notes[1].Index != 2 || !strings.Contains(notes[1].Msg, "every IPv4 address") {
+	if len(notes) != 2 || notes[0].Field != "ipAllowList.sourceRange[1]" || !strings.Contains(notes[0].Message, "host bits") || notes[1].Field != "ipAllowList.sourceRange[2]" || !strings.Contains(notes[1].Message, "every IPv4 address") {
 		t.Fatalf("notes %+v", notes)
 	}
 	if !l.Contains(netip.MustParseAddr("127.1.2.3")) || !l.Contains(netip.MustParseAddr("203.0.113.1")) {
 		t.Fatal("the list does not mean what its notes say")
 	}
-	if _, notes, _ := ParseNotes([]string{"10.0.0.0/8", "192.0.2.1"}); len(notes) != 0 {
+	if _, notes, _ := ParseWarnings([]string{"10.0.0.0/8", "192.0.2.1"}); len(notes) != 0 {
 		t.Fatalf("notes on plain entries: %+v", notes)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Handover: at a binary upgrade (README, "Upgrading in place") the buckets
+// Handover: at a binary upgrade (docs/operations/upgrading.md) the buckets
 // move to the new process with the inFlightConn counts, while neither
 // process accepts. A bucket is sent as how far its key's theoretical arrival
 // time was ahead of the old process's clock, so that no clock is shared: the
@@ -41,7 +41,7 @@ func (l *Limiter) Export(name string) Export {
 	l.setMu.Lock() // one rule across the shards while they are copied
 	defer l.setMu.Unlock()
 	t := l.rule.Load().t
-	ex := Export{Name: name, V6Bits: l.v6Bits, Interval: time.Duration(t)}
+	ex := Export{Name: name, V6Bits: l.V6Bits(), Interval: time.Duration(t)}
 	now := l.now()
 	for i := range l.shards {
 		s := &l.shards[i]
@@ -110,13 +110,14 @@ func (l *Limiter) importBuckets(ex *Export) int {
 
 // Import puts a predecessor's export into the limiter registered under
 // ex.Name and returns it with the number of keys imported. A name that is
-// not registered (the new configuration has no such middleware) or a limiter
-// that keys clients differently (ipv6Subnet changed) takes nothing: as at a
-// reload, its buckets start full. The import runs under the registry's lock,
+// not registered (the new configuration has no such middleware) takes
+// nothing. A limiter that keys IPv6 clients by another prefix (ipv6Subnet
+// changed) takes each bucket under the key its client has here, as a reload
+// keeps them (Limiter.rebits). The import runs under the registry's lock,
 // so that no Sweep forgets the limiter in between.
 func (r *Registry) Import(ex *Export) (l *Limiter, keys int) {
 	l = r.reg.Update(ex.Name, func(cur *Limiter, ok bool) (*Limiter, bool) {
-		if !ok || cur.v6Bits != ex.V6Bits {
+		if !ok {
 			return nil, false
 		}
 		keys = cur.importBuckets(ex)

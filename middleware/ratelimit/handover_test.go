@@ -67,7 +67,8 @@ func TestExportImport(t *testing.T) {
 }
 
 // A changed rate rescales the debts, as a reload does; a changed
-// ipv6Subnet, or a name the new configuration does not have, takes nothing.
+// ipv6Subnet keeps them, as a reload does; a name the new configuration
+// does not have takes nothing.
 func TestImportRescalesOrTakesNothing(t *testing.T) {
 	oldL, _ := newTestLimiter(Rule{Average: 10, Period: time.Second, Burst: 3})
 	a := netip.MustParseAddr("127.0.0.2")
@@ -92,11 +93,11 @@ func TestImportRescalesOrTakesNothing(t *testing.T) {
 
 	other := Registry{Clock: c.now}
 	l6 := other.Get("r@file", Rule{Average: 10, Period: time.Second, Burst: 3}, 64)
-	if got, n := other.Import(&ex); got != nil || n != 0 {
-		t.Fatalf("an ipv6Subnet change imported %d keys into %p", n, got)
+	if got, n := other.Import(&ex); got != l6 || n != 1 {
+		t.Fatalf("an ipv6Subnet change imported %d keys into %p, want 1 into %p", n, got, l6)
 	}
-	if ok, _ := l6.Allow(a); !ok {
-		t.Fatal("a refused by a limiter that took nothing")
+	if ok, _ := l6.Allow(a); ok {
+		t.Fatal("a admitted at once by a limiter keyed by another ipv6Subnet, after its debt was imported")
 	}
 	if got, n := (&Registry{}).Import(&ex); got != nil || n != 0 {
 		t.Fatal("an import into a registry without the name registered something")

@@ -102,7 +102,10 @@ type shard struct {
 // Limiter holds one token bucket per client key. The zero value is not
 // usable: get one from a Registry (or NewLimiter in tests).
 type Limiter struct {
-	v6Bits  int // 0: key IPv6 clients by full address; immutable for a Limiter
+	// v6Bits: 0 keys IPv6 clients by full address, else by their prefix
+	// of that many bits. Changed only by rebits, which holds every shard's
+	// lock: read under a shard's lock, it is the one that shard's keys are in.
+	v6Bits  atomic.Int32
 	clock   func() time.Duration
 	shards  [shardCount]shard
 	keys    atomic.Int64  // entries held (distinct keys whose bucket is not full yet)
@@ -120,7 +123,8 @@ type Limiter struct {
 // on the real clock sweeps by itself; one on a test's clock is swept when
 // the test calls Expire (its time moves when the test says).
 func NewLimiter(r Rule, v6Bits int, clock func() time.Duration) *Limiter {
-	l := &Limiter{v6Bits: v6Bits, clock: clock}
+	l := &Limiter{clock: clock}
+	l.v6Bits.Store(int32(v6Bits))
 	if clock == nil {
 		start := time.Now()
 		l.clock = func() time.Duration { return time.Since(start) }
@@ -140,7 +144,10 @@ func (l *Limiter) now() int64 { return int64(l.clock()) }
 // Key returns the key a client address is counted under: the address itself
 // (IPv4-mapped IPv6 unmapped), or its IPv6 prefix when the limiter groups by
 // subnet.
-func (l *Limiter) Key(a netip.Addr) netip.Addr { return clientkey.Key(a, l.v6Bits) }
+func (l *Limiter) Key(a netip.Addr) netip.Addr { return clientkey.Key(a, l.V6Bits()) }
+
+// V6Bits is the prefix length IPv6 clients are keyed by (0: full address).
+func (l *Limiter) V6Bits() int { return int(l.v6Bits.Load()) }
 
 func (l *Limiter) shard(k netip.Addr) *shard { return &l.shards[clientkey.Shard(k)] }
 
@@ -178,6 +185,26 @@ func (s *shard) put(k netip.Addr, tat int64) {
 
 func (s *shard) len() int { return len(s.v4) + len(s.v6) }
 
+// AllowAddr decides a new connection from client address a, as Allow
+// decides one from a's key, and returns that key. Unlike Key then Allow, it
+// is exact while a reload changes the limiter's ipv6Subnet (rebits): the key
+// is computed again when the prefix length changed before its shard was
+// locked.
+func (l *Limiter) AllowAddr(a netip.Addr) (k netip.Addr, admit, over bool) {
+	for {
+		b := l.v6Bits.Load()
+		k = clientkey.Key(a, int(b))
+		s := l.shard(k)
+		s.mu.Lock()
+		if l.v6Bits.Load() != b {
+			s.mu.Unlock()
+			continue
+		}
+		admit, over = l.allowLocked(s, k)
+		return k, admit, over
+	}
+}
+
 // Allow decides a new connection from key k. over reports that k's bucket
 // was empty; admit is false then, except in dry run, which admits every
 // connection (and leaves the bucket as a rejection would: a dry run shows
@@ -186,6 +213,11 @@ func (s *shard) len() int { return len(s.v4) + len(s.v6) }
 func (l *Limiter) Allow(k netip.Addr) (admit, over bool) {
 	s := l.shard(k)
 	s.mu.Lock()
+	return l.allowLocked(s, k)
+}
+
+// allowLocked is Allow with k's shard s locked; it unlocks it.
+func (l *Limiter) allowLocked(s *shard, k netip.Addr) (admit, over bool) {
 	r := s.r
 	if r.t == 0 { // average 0: no limit, no state
 		s.mu.Unlock()
@@ -236,6 +268,57 @@ func (l *Limiter) set(r Rule) {
 		s.r = nr
 		s.mu.Unlock()
 	}
+}
+
+// rebits makes the limiter key IPv6 clients by their prefix of bits (0:
+// full address), keeping every bucket: IPv4 keys are unchanged, and each
+// IPv6 bucket moves to the key its prefix has at the new length. Buckets
+// that land on one key (a shorter prefix) add up their debts (the
+// connections they used that have not been refilled), as one bucket would
+// have counted them, within the tolerance's saturation; a longer prefix
+// keeps each bucket under the prefix's first address, so a client of it
+// starts with a full bucket of its own. A reload that only changes
+// ipv6Subnet thus gives no IPv4 client a new burst, where a new limiter
+// gave every client one.
+func (l *Limiter) rebits(bits int) {
+	l.setMu.Lock()
+	defer l.setMu.Unlock()
+	if l.V6Bits() == bits {
+		return
+	}
+	for i := range l.shards {
+		l.shards[i].mu.Lock()
+	}
+	now := l.now()
+	type entry struct {
+		k   netip.Addr
+		tat int64
+	}
+	var moved []entry
+	for i := range l.shards {
+		s := &l.shards[i]
+		for k, t := range s.v6 {
+			moved = append(moved, entry{netip.AddrFrom16(k), t})
+		}
+		s.v6, s.peak6 = nil, 0
+	}
+	l.v6Bits.Store(int32(bits))
+	gone := 0
+	for _, e := range moved {
+		k := clientkey.Key(e.k, bits)
+		s := l.shard(k)
+		old, found := s.get(k)
+		tat := e.tat
+		if found {
+			gone++
+			tat = satAdd(max(old, now), max(e.tat-now, 0))
+		}
+		s.put(k, tat)
+	}
+	for i := range l.shards {
+		l.shards[i].mu.Unlock()
+	}
+	l.keys.Add(-int64(gone))
 }
 
 // rescale converts the shard's TATs from emission interval from to to at

@@ -480,8 +480,8 @@ func TestRegistrySharesAndSweeps(t *testing.T) {
 		t.Fatal("an unused limiter with every bucket full was kept")
 	}
 	v := r.Get("v6@file", Rule{Average: 1, Period: time.Second, Burst: 1}, 0)
-	if r.Get("v6@file", Rule{Average: 1, Period: time.Second, Burst: 1}, 64) == v {
-		t.Fatal("changing ipv6Subnet must start a fresh limiter")
+	if r.Get("v6@file", Rule{Average: 1, Period: time.Second, Burst: 1}, 64) != v || v.V6Bits() != 64 {
+		t.Fatal("changing ipv6Subnet must keep the limiter and key IPv6 clients by the new prefix")
 	}
 	if names := r.Names(); len(names) != 1 || names[0] != "v6@file" {
 		t.Fatalf("names %v", names)
@@ -511,8 +511,14 @@ func TestNewValidates(t *testing.T) {
 		{cfg: config.TCPRateLimit{Average: 1, IPv6Subnet: &bits}, field: "rateLimit.ipv6Subnet", words: "ipv6Subnet 200", isErr: true},
 	} {
 		var reg Registry
-		mw, l, warn, err := New("m@file", &tc.cfg, &reg, zerolog.Nop())
-		got := warn
+		mw, l, warns, err := newMiddleware("m@file", &tc.cfg, &reg, zerolog.Nop())
+		if len(warns) > 1 {
+			t.Errorf("%+v: warnings %+v, want at most one", tc.cfg, warns)
+		}
+		var got error
+		if len(warns) == 1 {
+			got = config.FieldErrorf(warns[0].Field, "%s", warns[0].Message)
+		}
 		if tc.isErr {
 			got = err
 			if mw != nil || l != nil || reg.Lookup("m@file") != nil {
@@ -529,7 +535,7 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("%+v: got %v (field %q), want %q on %s", tc.cfg, got, config.FieldOf(got), tc.words, tc.field)
 		}
 	}
-	if _, _, _, err := New("m@file", nil, &Registry{}, zerolog.Nop()); err == nil {
+	if _, _, _, err := newMiddleware("m@file", nil, &Registry{}, zerolog.Nop()); err == nil {
 		t.Error("a nil block must be an error")
 	}
 }
@@ -541,7 +547,7 @@ func TestRejectionLogIsRateLimited(t *testing.T) {
 	var buf bytes.Buffer
 	var reg Registry
 	one := int64(1)
-	mw, l, _, err := New("rl@file", &config.TCPRateLimit{Average: 1, Period: durp(time.Hour), Burst: &one}, &reg, zerolog.New(&buf))
+	mw, l, _, err := newMiddleware("rl@file", &config.TCPRateLimit{Average: 1, Period: durp(time.Hour), Burst: &one}, &reg, zerolog.New(&buf))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,4 +605,92 @@ func BenchmarkAllowOneIP(b *testing.B) {
 			l.Allow(k)
 		}
 	})
+}
+
+// A reload that only changes ipv6Subnet keeps every bucket: an IPv4 client
+// that used its burst gets no new one at any change; two IPv6 clients of one
+// /64 that each used theirs share one bucket with both debts once grouped by
+// /64; a finer prefix keeps the grouped bucket under the prefix, so a client
+// of it starts full then (rebits). A fresh limiter at each change gave every
+// client a new burst.
+func TestIPv6SubnetChangeKeepsBuckets(t *testing.T) {
+	c := &clock{}
+	r := Registry{Clock: c.now}
+	rule := Rule{Average: 1, Period: time.Minute, Burst: 2}
+	l := r.Get("m@file", rule, 0)
+	v4 := netip.MustParseAddr("192.0.2.7")
+	a6 := netip.MustParseAddr("2001:db8:1:2::a")
+	b6 := netip.MustParseAddr("2001:db8:1:2::b")
+	for _, a := range []netip.Addr{v4, a6, b6} {
+		for i := 0; i < 2; i++ {
+			if _, admit, _ := l.AllowAddr(a); !admit {
+				t.Fatalf("%s: connection %d refused within its burst", a, i+1)
+			}
+		}
+	}
+	if got := r.Get("m@file", rule, 64); got != l || l.V6Bits() != 64 {
+		t.Fatal("ipv6Subnet 64 replaced the limiter")
+	}
+	for _, a := range []netip.Addr{v4, a6, b6} {
+		if _, admit, _ := l.AllowAddr(a); admit {
+			t.Fatalf("ipv6Subnet 64: %s got a new burst", a)
+		}
+	}
+	if k := l.Key(a6); k != netip.MustParseAddr("2001:db8:1:2::") {
+		t.Fatalf("key %s, want the /64", k)
+	}
+	if n := l.keys.Load(); n != 2 {
+		t.Fatalf("%d keys held, want 2 (the IPv4 client and the /64)", n)
+	}
+	// Finer again: the IPv4 bucket is kept; the /64's stays under its key.
+	if got := r.Get("m@file", rule, 128); got != l {
+		t.Fatal("ipv6Subnet 128 replaced the limiter")
+	}
+	if _, admit, _ := l.AllowAddr(v4); admit {
+		t.Fatal("ipv6Subnet 128: the IPv4 client got a new burst")
+	}
+	if n := l.keys.Load(); n != 2 {
+		t.Fatalf("%d keys held after going finer, want the 2 buckets kept", n)
+	}
+	if r.Get("m@file", rule, 64); l.V6Bits() != 64 {
+		t.Fatal("ipv6Subnet 64 again was not applied")
+	}
+	// Grouped by /64, the prefix holds both clients' debts: 4 connections
+	// against a burst of 2, so one interval gives nothing back yet.
+	c.advance(time.Minute)
+	if _, admit, _ := l.AllowAddr(a6); admit {
+		t.Fatal("the /64 got a connection back after one interval, with two clients' debts")
+	}
+}
+
+// AllowAddr stays exact while ipv6Subnet changes under it: the clients of
+// one /64 are never admitted more than burst between two changes.
+func TestAllowAddrWhileIPv6SubnetChanges(t *testing.T) {
+	c := &clock{}
+	r := Registry{Clock: c.now}
+	rule := Rule{Average: 1, Period: time.Hour, Burst: 50}
+	l := r.Get("m@file", rule, 64)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(g + 1)})
+			for i := 0; i < 200; i++ {
+				if _, admit, _ := l.AllowAddr(a); admit {
+					admitted.Add(1)
+				}
+			}
+		}(g)
+	}
+	for i := 0; i < 20; i++ {
+		r.Get("m@file", rule, []int{0, 64}[i%2])
+	}
+	wg.Wait()
+	// Four addresses of one /64: at most a burst each while keyed apart,
+	// and their debts add up when grouped, so never more than 4 bursts.
+	if n := admitted.Load(); n > 4*50 {
+		t.Fatalf("%d admitted, more than 4 bursts of 50", n)
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/ratelog"
+	"github.com/tollgate-proxy/tollgate/middleware"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
@@ -18,9 +19,9 @@ const DefaultPeriod = time.Second
 
 // validate is the one rule for a rateLimit block: every reader (the
 // providers, tollgate check) reaches it through New. It returns the rule to
-// enforce, and a warning (a *config.FieldError) for a block that applies but
+// enforce, and warnings, each on its field, for a block that applies but
 // probably not as meant.
-func validate(cfg *config.TCPRateLimit) (r Rule, warning, err error) {
+func validate(cfg *config.TCPRateLimit) (r Rule, warns []middleware.Warning, err error) {
 	if cfg.Average < 0 {
 		return Rule{}, nil, config.FieldErrorf("rateLimit.average", "rateLimit.average %d is negative: set the connections one client IP may open per period (0 means no limit)", cfg.Average)
 	}
@@ -35,28 +36,42 @@ func validate(cfg *config.TCPRateLimit) (r Rule, warning, err error) {
 		return Rule{}, nil, config.FieldErrorf("rateLimit.ipv6Subnet", "rateLimit.ipv6Subnet %d is out of range 1..128", *b)
 	}
 	if cfg.Average == 0 {
-		return r, config.FieldErrorf("rateLimit.average", "rateLimit.average is 0: no connection is rate-limited (as in Traefik); set a positive average to limit"), nil
+		return r, []middleware.Warning{{Field: "rateLimit.average", Message: "rateLimit.average is 0: no connection is rate-limited (as in Traefik); set a positive average to limit"}}, nil
 	}
 	if b := cfg.Burst; b != nil {
 		if *b < 1 {
-			return r, config.FieldErrorf("rateLimit.burst", "rateLimit.burst %d is less than 1: the bucket holds 1 connection, as in Traefik", *b), nil
+			return r, []middleware.Warning{{Field: "rateLimit.burst", Message: fmt.Sprintf("rateLimit.burst %d is less than 1: the bucket holds 1 connection, as in Traefik", *b)}}, nil
 		}
 		r.Burst = *b
 	}
 	return r, nil, nil
 }
 
-// New validates the rateLimit block named name (qualified) and returns its
-// middleware, backed by the registry's limiter for that name. A block that
-// applies but probably not as meant (average 0, burst below 1) comes with a
-// warning, a *config.FieldError naming the field; a block that cannot apply
-// (a negative average, a period that is not positive, ipv6Subnet outside
-// 1..128) is an error naming the field, and nothing is registered.
-func New(name string, cfg *config.TCPRateLimit, reg *Registry, log zerolog.Logger) (mw tcp.Middleware, l *Limiter, warning, err error) {
+// New validates the rateLimit block named spec.Name (qualified) and
+// returns its middleware, backed by the limiter for that name in the
+// Keepers' Registry (Limiters), which is its Live. A block that applies
+// but probably not as meant (average 0, burst below 1) comes with a
+// warning on that field; a block that cannot apply (a negative average, a
+// period that is not positive, ipv6Subnet outside 1..128) is an error
+// naming the field, and nothing is registered.
+func New(spec middleware.Spec, cfg *config.TCPRateLimit) (middleware.Built, error) {
+	reg := Limiters(spec.Keepers)
+	if reg == nil {
+		return middleware.Built{}, errors.New("rateLimit: no registry to keep its limiter in")
+	}
+	mw, l, warns, err := newMiddleware(spec.Name, cfg, reg, spec.Log)
+	if err != nil {
+		return middleware.Built{}, err
+	}
+	return middleware.Built{Middleware: mw, Live: l, Warnings: warns}, nil
+}
+
+// newMiddleware is New with the registry given.
+func newMiddleware(name string, cfg *config.TCPRateLimit, reg *Registry, log zerolog.Logger) (mw tcp.Middleware, l *Limiter, warns []middleware.Warning, err error) {
 	if cfg == nil {
 		return nil, nil, nil, errors.New("rateLimit: no configuration")
 	}
-	r, warning, err := validate(cfg)
+	r, warns, err := validate(cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -66,16 +81,20 @@ func New(name string, cfg *config.TCPRateLimit, reg *Registry, log zerolog.Logge
 	}
 	l = reg.Get(name, r, bits)
 	log = log.With().Str("middleware", name).Str("middlewareType", "RateLimit").Logger()
+	why := fmt.Sprintf("connection rate limit reached (average %d per %s, burst %d)", r.Average, r.Period, r.Burst)
 	mw = func(next tcp.Handler) tcp.Handler {
-		return &handler{l: l, next: next, log: log}
+		return &handler{l: l, next: next, log: log, name: name, why: why}
 	}
-	return mw, l, warning, nil
+	return mw, l, warns, nil
 }
 
 type handler struct {
 	l    *Limiter
 	next tcp.Handler
 	log  zerolog.Logger
+	// name is the middleware's, why what the record of recent refusals
+	// says of a refusal (tcp.Conn.NoteRefusal), built once.
+	name, why string
 }
 
 var _ tcp.Handler = (*handler)(nil)
@@ -86,10 +105,10 @@ var _ tcp.Handler = (*handler)(nil)
 // (see tcp.Conn.Refuse). It holds nothing for the connection's lifetime: the
 // decision is the whole of its work.
 func (h *handler) ServeTCP(c *tcp.Conn) {
-	k := h.l.Key(c.Client.Addr())
-	admit, over := h.l.Allow(k)
+	k, admit, over := h.l.AllowAddr(c.Client.Addr())
 	if !admit {
-		c.Refuse(tcp.Gently(h.l.logs.reject(&h.log, k, h.l.Rule(), false)))
+		c.NoteRefusal(tcp.ReasonRate, h.name, h.why)
+		c.Refuse(c.Gently(h.l.logs.reject(&h.log, k, h.l.Rule(), false)))
 		return
 	}
 	if over {

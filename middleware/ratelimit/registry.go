@@ -3,13 +3,15 @@ package ratelimit
 import (
 	"time"
 
+	"github.com/tollgate-proxy/tollgate/middleware"
 	"github.com/tollgate-proxy/tollgate/middleware/internal/registry"
 )
 
 // Registry holds one Limiter per qualified middleware name across config
-// generations. Compile asks it for limiters; the table it builds holds them;
-// when a generation no longer names a limiter and none of its buckets is
-// still refilling, Sweep forgets it.
+// generations: the rateLimit kind's middleware.Keeper (Limiters). Compile
+// asks it for limiters; the table it builds holds them; when a generation
+// no longer names a limiter and none of its buckets is still refilling,
+// Sweep forgets it.
 //
 // The zero value is ready to use. A Registry is safe for concurrent use.
 type Registry struct {
@@ -21,15 +23,13 @@ type Registry struct {
 }
 
 // Get returns the limiter for name, creating it or changing its rule in
-// place: buckets are kept, and rescaled when the rate changes (Limiter.set).
-// A change of ipv6Subnet changes how clients are keyed, so it replaces the
-// limiter with a fresh one (every bucket full).
+// place: buckets are kept, and rescaled when the rate changes (Limiter.set);
+// a change of ipv6Subnet moves the IPv6 buckets to their new keys and keeps
+// the IPv4 ones (Limiter.rebits).
 func (r *Registry) Get(name string, rule Rule, v6Bits int) *Limiter {
 	return r.reg.Get(name,
 		func(l *Limiter) bool {
-			if l.v6Bits != v6Bits {
-				return false
-			}
+			l.rebits(v6Bits)
 			l.set(rule)
 			return true
 		},
@@ -55,3 +55,8 @@ func (r *Registry) Each(f func(name string, l *Limiter)) { r.reg.Each(f) }
 func (r *Registry) Sweep(keep map[string]bool) {
 	r.reg.Sweep(keep, func(l *Limiter) bool { return l.keys.Load() == 0 }, nil)
 }
+
+var _ middleware.Keeper = (*Registry)(nil)
+
+// Close does nothing: a limiter runs nothing in the background.
+func (r *Registry) Close() {}

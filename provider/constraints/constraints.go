@@ -34,28 +34,25 @@ import (
 // empty expression, and the zero Expr match everything: no constraint.
 type Expr struct {
 	ast  *expr.Node
-	root node
+	root expr.Tree[leaf]
 }
 
 type op uint8
 
 const (
 	opNone       op = iota // never in a parsed tree
-	opAnd                  // all kids
-	opOr                   // any kid
-	opNot                  // not kids[0]
 	opLabel                // labels[key] == val
 	opLabelRegex           // re matches labels[key]
 	opTag                  // val is one of the tags
 	opTagRegex             // re matches one of the tags
 )
 
-type node struct {
-	op   op
-	kids []node
-	key  string
-	val  string
-	re   *regexp.Regexp
+// leaf is a matcher call of a compiled expression.
+type leaf struct {
+	op  op
+	key string
+	val string
+	re  *regexp.Regexp
 }
 
 type matcher struct {
@@ -106,38 +103,24 @@ func parse(expression string, ms map[string]matcher, want, kind string) (*Expr, 
 	if err != nil {
 		return nil, fmt.Errorf("constraints %q: %w", expression, err)
 	}
-	e := &Expr{ast: ast}
-	if err := compile(&e.root, ast, ms, want, kind); err != nil {
+	root, err := expr.Compile(ast, func(a *expr.Node) (leaf, error) { return compile(a, ms, want, kind) })
+	if err != nil {
 		return nil, fmt.Errorf("constraints %q: %w", expression, err)
 	}
+	e := &Expr{ast: ast, root: root}
 	return e, nil
 }
 
-func compile(n *node, a *expr.Node, ms map[string]matcher, want, kind string) error {
-	switch a.Kind {
-	case expr.And, expr.Or, expr.Not:
-		switch a.Kind {
-		case expr.And:
-			n.op = opAnd
-		case expr.Or:
-			n.op = opOr
-		default:
-			n.op = opNot
-		}
-		n.kids = make([]node, len(a.Kids))
-		for i, k := range a.Kids {
-			if err := compile(&n.kids[i], k, ms, want, kind); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+// compile makes the leaf of the call a, one of ms's matchers (the others
+// are an error saying what the kind of constraints takes: want).
+func compile(a *expr.Node, ms map[string]matcher, want, kind string) (leaf, error) {
+	var n leaf
 	m, ok := ms[a.Name]
 	if !ok {
-		return fmt.Errorf("unknown matcher %q at %d: %s constraints take %s", a.Name, a.Pos, kind, want)
+		return n, fmt.Errorf("unknown matcher %q at %d: %s constraints take %s", a.Name, a.Pos, kind, want)
 	}
 	if len(a.Args) != m.nargs {
-		return fmt.Errorf("%s at %d: takes %d argument(s), got %d: write %s", a.Name, a.Pos, m.nargs, len(a.Args), m.usage)
+		return n, fmt.Errorf("%s at %d: takes %d argument(s), got %d: write %s", a.Name, a.Pos, m.nargs, len(a.Args), m.usage)
 	}
 	n.op = m.op
 	switch m.op {
@@ -150,11 +133,11 @@ func compile(n *node, a *expr.Node, ms map[string]matcher, want, kind string) er
 		pattern := a.Args[len(a.Args)-1]
 		re, err := regexp.Compile(pattern)
 		if err != nil {
-			return fmt.Errorf("%s at %d: compiling %q: %w", a.Name, a.Pos, pattern, err)
+			return n, fmt.Errorf("%s at %d: compiling %q: %w", a.Name, a.Pos, pattern, err)
 		}
 		n.re = re
 	}
-	return nil
+	return n, nil
 }
 
 // MatchLabels reports whether a container with these labels satisfies the
@@ -164,7 +147,7 @@ func (e *Expr) MatchLabels(labels map[string]string) bool {
 	if e == nil || e.ast == nil {
 		return true
 	}
-	return e.root.match(labels, nil)
+	return e.root.Eval(func(l *leaf) bool { return l.match(labels, nil) })
 }
 
 // MatchTags reports whether a service with these tags satisfies the
@@ -174,27 +157,11 @@ func (e *Expr) MatchTags(tags []string) bool {
 	if e == nil || e.ast == nil {
 		return true
 	}
-	return e.root.match(nil, tags)
+	return e.root.Eval(func(l *leaf) bool { return l.match(nil, tags) })
 }
 
-func (n *node) match(labels map[string]string, tags []string) bool {
+func (n *leaf) match(labels map[string]string, tags []string) bool {
 	switch n.op {
-	case opAnd:
-		for i := range n.kids {
-			if !n.kids[i].match(labels, tags) {
-				return false
-			}
-		}
-		return true
-	case opOr:
-		for i := range n.kids {
-			if n.kids[i].match(labels, tags) {
-				return true
-			}
-		}
-		return false
-	case opNot:
-		return !n.kids[0].match(labels, tags)
 	case opLabel:
 		return labels[n.key] == n.val
 	case opLabelRegex:

@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"maps"
 	"net"
-	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -56,8 +55,9 @@ type Options struct {
 	// Match is the constraints expression over an instance's tags; nil keeps
 	// every instance.
 	Match func(tags []string) bool
-	// Cache, when set, carries decoded tags from one build to the next; it
-	// changes how fast Build is, never what it returns.
+	// Cache, when set, carries decoded tags and built instances from one
+	// build to the next; it changes how fast Build is, never what it
+	// returns. A cache serves builds with the same options only.
 	Cache *DecodeCache
 }
 
@@ -68,9 +68,9 @@ func DefaultStrictChecks() []string { return []string{"passing", "warning"} }
 // Build turns instances into the provider's configuration (bare names) and
 // the list of problems: inputs it left out, each naming the Consul service,
 // the instance and, for tag errors, the tag. It is pure: it reads instances
-// and opts and modifies neither (opts.Cache only remembers decoded tags). The
-// result is the same for the same input, whatever the order of instances, and
-// shares no memory with earlier results.
+// and opts and modifies neither (opts.Cache only remembers decoded tags and
+// built instances). The result is the same for the same input, whatever the
+// order of instances, and shares no memory with earlier results.
 //
 // Per instance, in order: <prefix>.enable (else opts.ExposedByDefault), the
 // constraints, the tags decoded by labels.Decode and the
@@ -87,6 +87,151 @@ func DefaultStrictChecks() []string { return []string{"passing", "warning"} }
 // must be identical or are dropped with a problem naming every instance that
 // defined them.
 func Build(instances []Instance, opts Options) provider.Result {
+	sorted := sortInstances(instances)
+
+	healthy := make(map[string]bool, len(opts.StrictChecks))
+	for _, s := range opts.StrictChecks {
+		healthy[strings.ToLower(s)] = true
+	}
+
+	cache := opts.Cache
+	if cache == nil {
+		cache = &DecodeCache{}
+	}
+	defer cache.rotate()
+
+	// One merge per Consul service (its instances are consecutive), kept
+	// from one build to the next while its instances are the same.
+	var (
+		problems []provider.Problem
+		groups   []*merged
+	)
+	for i := 0; i < len(sorted); {
+		j := i + 1
+		for j < len(sorted) && sorted[j].Name == sorted[i].Name {
+			j++
+		}
+		var members []*built
+		var use []bool
+		for _, inst := range sorted[i:j] {
+			b := cache.build(inst, opts)
+			problems = append(problems, b.problems...)
+			members = append(members, b)
+			use = append(use, (b.src.TCP != nil || b.src.TLS != nil) && healthy[strings.ToLower(inst.Status)])
+		}
+		groups = append(groups, cache.merge(sorted[i].Name, members, use))
+		i = j
+	}
+
+	// The services' merges are the whole merge when no resource name is
+	// defined by two services; otherwise everything is merged again
+	// (MergeSources' outcome for a name depends on every input defining
+	// it, in order).
+	tcp := &config.TCPConfiguration{
+		Routers:     map[string]*config.TCPRouter{},
+		Services:    map[string]*config.TCPService{},
+		Middlewares: map[string]*config.TCPMiddleware{},
+	}
+	var tls *config.TLSConfiguration
+	definedBy := map[provider.Resource][]string{}
+	var conflicts, tlsConflicts []provider.Problem
+	whole := false
+	for _, g := range groups {
+		for r, ids := range g.definedBy {
+			if _, twice := definedBy[r]; twice {
+				whole = true
+				break
+			}
+			definedBy[r] = slices.Clone(ids)
+		}
+		if whole {
+			break
+		}
+		maps.Copy(tcp.Routers, g.tcp.Routers)
+		maps.Copy(tcp.Services, g.tcp.Services)
+		maps.Copy(tcp.Middlewares, g.tcp.Middlewares)
+		if g.tls != nil {
+			if tls == nil {
+				tls = &config.TLSConfiguration{Stores: map[string]config.TLSStore{}}
+			}
+			maps.Copy(tls.Stores, g.tls.Stores)
+		}
+		conflicts = append(conflicts, g.conflicts...)
+		tlsConflicts = append(tlsConflicts, g.tlsConflicts...)
+	}
+	if whole {
+		var sources []provider.Source
+		for _, g := range groups {
+			sources = append(sources, g.sources...)
+		}
+		var tlsDefinedBy map[provider.Resource][]string
+		tcp, conflicts, definedBy = provider.MergeSources(sources)
+		tls, tlsConflicts, tlsDefinedBy = provider.MergeSourcesTLS(sources)
+		maps.Copy(definedBy, tlsDefinedBy)
+	} else {
+		// In MergeSources' order: by kind, then name.
+		order := map[string]int{provider.KindRouter: 0, provider.KindService: 1, provider.KindMiddleware: 2}
+		sort.SliceStable(conflicts, func(i, j int) bool {
+			a, b := conflicts[i].Resource, conflicts[j].Resource
+			if a.Kind != b.Kind {
+				return order[a.Kind] < order[b.Kind]
+			}
+			return a.Name < b.Name
+		})
+		sort.SliceStable(tlsConflicts, func(i, j int) bool { return tlsConflicts[i].Resource.Name < tlsConflicts[j].Resource.Name })
+	}
+
+	// The merges share the cache's sources (MergeSources does not modify
+	// them): the result is copied, so that it shares nothing with them.
+	return provider.Result{
+		Configuration: &config.Dynamic{TCP: provider.DeepCopy(tcp), TLS: provider.DeepCopy(tls)},
+		Problems:      append(append(problems, conflicts...), tlsConflicts...),
+		DefinedBy:     definedBy,
+	}
+}
+
+// merged is the merge of one Consul service's instances (those in use:
+// healthy, contributing something), never modified once made.
+type merged struct {
+	members      []*built // every instance of the service, in order
+	use          []bool   // which of them are merged
+	sources      []provider.Source
+	tcp          *config.TCPConfiguration
+	tls          *config.TLSConfiguration
+	conflicts    []provider.Problem
+	tlsConflicts []provider.Problem
+	definedBy    map[provider.Resource][]string
+}
+
+// merge returns the merge of the members in use of the Consul service name,
+// from the cache when its members and their use are the same.
+func (c *DecodeCache) merge(name string, members []*built, use []bool) *merged {
+	if m, ok := c.mcur[name]; ok && slices.Equal(m.members, members) && slices.Equal(m.use, use) {
+		return m
+	}
+	m, ok := c.mprev[name]
+	if !ok || !slices.Equal(m.members, members) || !slices.Equal(m.use, use) {
+		m = &merged{members: members, use: use}
+		for i, b := range members {
+			if use[i] {
+				m.sources = append(m.sources, b.src)
+			}
+		}
+		var tlsDefinedBy map[provider.Resource][]string
+		m.tcp, m.conflicts, m.definedBy = provider.MergeSources(m.sources)
+		m.tls, m.tlsConflicts, tlsDefinedBy = provider.MergeSourcesTLS(m.sources)
+		maps.Copy(m.definedBy, tlsDefinedBy)
+	}
+	if c.mcur == nil {
+		c.mcur = make(map[string]*merged, len(c.mprev))
+	}
+	c.mcur[name] = m
+	return m
+}
+
+// sortInstances returns pointers to the instances in Build's order: by
+// service name, node and ID.
+func sortInstances(instances []Instance) []*Instance {
 	sorted := make([]*Instance, len(instances))
 	for i := range instances {
 		sorted[i] = &instances[i]
@@ -101,45 +246,16 @@ func Build(instances []Instance, opts Options) provider.Result {
 		}
 		return a.ID < b.ID
 	})
-
-	healthy := make(map[string]bool, len(opts.StrictChecks))
-	for _, s := range opts.StrictChecks {
-		healthy[strings.ToLower(s)] = true
-	}
-
-	cache := opts.Cache
-	if cache == nil {
-		cache = &DecodeCache{}
-	}
-	defer cache.rotate()
-
-	var (
-		sources  []provider.Source
-		problems []provider.Problem
-	)
-	for _, inst := range sorted {
-		src, probs := buildInstance(inst, opts, cache)
-		problems = append(problems, probs...)
-		if (src.TCP == nil && src.TLS == nil) || !healthy[strings.ToLower(inst.Status)] {
-			continue
-		}
-		sources = append(sources, src)
-	}
-
-	tcp, conflicts, definedBy := provider.MergeSources(sources)
-	tls, tlsConflicts, tlsDefinedBy := provider.MergeSourcesTLS(sources)
-	maps.Copy(definedBy, tlsDefinedBy)
-	return provider.Result{
-		Configuration: &config.Dynamic{TCP: tcp, TLS: tls},
-		Problems:      append(append(problems, conflicts...), tlsConflicts...),
-		DefinedBy:     definedBy,
-	}
+	return sorted
 }
 
-// build is Build with the problems as the provider's Message carries them.
-func build(instances []Instance, opts Options) (*config.Dynamic, []string) {
-	res := Build(instances, opts)
-	return res.Configuration, res.Strings()
+// built is one instance's own configuration and problems (buildInstance),
+// never modified once made.
+type built struct {
+	src      provider.Source
+	problems []provider.Problem
+	tags     string   // the tags' key in the cache's decodings
+	inst     Instance // what it was built from
 }
 
 // describe names an instance in problems.
@@ -152,10 +268,7 @@ func describe(inst *Instance) string {
 // constraints, or without TCP tags) or left out for a problem.
 func buildInstance(inst *Instance, opts Options, cache *DecodeCache) (provider.Source, []provider.Problem) {
 	src := provider.Source{ID: inst.SourceID(), Name: describe(inst)}
-	prefix := opts.Prefix
-	if prefix == "" {
-		prefix = labels.Root
-	}
+	prefix := prefixOf(opts)
 	d := cache.decode(inst.Tags, prefix)
 	skip := func(p provider.Problem) (provider.Source, []provider.Problem) {
 		p.Source, p.SourceID, p.Severity, p.Skipped = src.Name, src.ID, provider.SeverityError, true
@@ -176,15 +289,18 @@ func buildInstance(inst *Instance, opts Options, cache *DecodeCache) (provider.S
 		return provider.Source{}, nil
 	}
 	if d.tls != nil {
-		src.TLS = deepCopy(d.tls)
+		src.TLS = provider.DeepCopy(d.tls)
 	}
+	// A tag that does not decode dropped its own resource (d.dropped).
+	tagOf := func(err error) provider.Problem { return tagProblem(err, prefix) }
 	if d.tcp == nil {
+		drops := provider.DropResourceProblems(src, d.dropped, tagOf, "instance", prefix)
 		if src.TLS != nil {
-			return src, nil // TLS stores only
+			return src, drops // TLS stores only
 		}
-		return provider.Source{}, nil
+		return provider.Source{}, drops
 	}
-	tcp := deepCopy(d.tcp)
+	tcp := provider.DeepCopy(d.tcp)
 	if tcp.Routers == nil {
 		tcp.Routers = map[string]*config.TCPRouter{}
 	}
@@ -192,9 +308,10 @@ func buildInstance(inst *Instance, opts Options, cache *DecodeCache) (provider.S
 		tcp.Middlewares = map[string]*config.TCPMiddleware{}
 	}
 	src.TCP = tcp
+	drops := provider.DropResourceProblems(src, d.dropped, tagOf, "instance", prefix)
 	if len(tcp.Routers) == 0 && len(tcp.Services) == 0 {
 		tcp.Services = map[string]*config.TCPService{}
-		return src, nil
+		return src, drops
 	}
 
 	if len(tcp.Services) == 0 {
@@ -204,10 +321,11 @@ func buildInstance(inst *Instance, opts Options, cache *DecodeCache) (provider.S
 	}
 	for _, name := range slices.Sorted(maps.Keys(tcp.Services)) {
 		if err := addServer(inst, name, tcp.Services[name], prefix); err != nil {
-			return skip(provider.Problem{Resource: provider.Resource{Kind: provider.KindService, Name: name}, Message: err.Error()})
+			src, skipped := skip(provider.Problem{Resource: provider.Resource{Kind: provider.KindService, Name: name}, Message: err.Error()})
+			return src, append(drops, skipped...)
 		}
 	}
-	return src, provider.BuildTCPRouterConfiguration(src, "instance", prefix)
+	return src, append(drops, provider.BuildTCPRouterConfiguration(src, "instance", prefix)...)
 }
 
 // tagProblem turns a tag decoding error into a problem naming the tag as
@@ -226,23 +344,84 @@ type decoded struct {
 	knobs   knobs
 	tcp     *config.TCPConfiguration // nil: no TCP tags
 	err     error                    // a *labels.Error naming the tag (key under the traefik root)
+	dropped []error                  // the resources a tag of which does not decode (labels.DecodeResources)
 	routers bool                     // the tags declare a router
 	tls     *config.TLSConfiguration // the tls stores the tags declare; nil: none
 }
 
 // DecodeCache memoises decoding by tag list: instances of one service usually
 // carry the same tags, and most tags are unchanged from one snapshot to the
-// next, while labels.Decode (paerser) is the costliest step of Build. An entry
-// lives for the build that used it and the next one. The zero value is ready;
-// it is not safe for concurrent use (Run builds from one goroutine).
+// next, while labels.Decode (paerser) is the costliest step of Build. It
+// memoises each instance's own configuration too (buildInstance, by
+// everything it reads of the instance but its health), so that a change
+// of one instance among thousands builds that one again, and the rest is
+// the merge (docs/performance.md, "Providers at scale"). An entry lives for
+// the build that used it and the next one. The zero value is ready; it is
+// not safe for concurrent use (Run builds from one goroutine).
 type DecodeCache struct {
-	prev, cur map[string]*decoded
+	prev, cur   map[string]*decoded
+	bprev, bcur map[instanceKey]*built
+	mprev, mcur map[string]*merged
+}
+
+// build returns buildInstance(inst, opts, c), from the cache if it is there:
+// an entry is found by the instance's node and ID, and used when the rest of
+// what buildInstance reads of the instance is the same.
+func (c *DecodeCache) build(inst *Instance, opts Options) *built {
+	key := instanceKey{inst.Node, inst.ID}
+	b, ok := c.bcur[key]
+	if ok && b.same(inst) {
+		return b
+	}
+	if b, ok = c.bprev[key]; ok && b.same(inst) {
+		// The instance's tags are used by this build too: their decoding
+		// stays as long as the instance does.
+		if d, ok := c.prev[b.tags]; ok && c.cur[b.tags] == nil {
+			if c.cur == nil {
+				c.cur = map[string]*decoded{}
+			}
+			c.cur[b.tags] = d
+		}
+	} else {
+		src, probs := buildInstance(inst, opts, c)
+		b = &built{src: src, problems: probs, tags: tagsKey(inst.Tags, prefixOf(opts)), inst: *inst}
+		b.inst.Tags = slices.Clone(inst.Tags)
+	}
+	if c.bcur == nil {
+		c.bcur = make(map[instanceKey]*built, len(c.bprev))
+	}
+	c.bcur[key] = b
+	return b
+}
+
+// instanceKey finds an instance in the cache: its node and ID.
+type instanceKey struct{ node, id string }
+
+// same reports whether inst reads as b's instance to buildInstance (all but
+// its health).
+func (b *built) same(inst *Instance) bool {
+	o := &b.inst
+	return o.Name == inst.Name && o.ID == inst.ID && o.Node == inst.Node && o.NodeAddress == inst.NodeAddress &&
+		o.Address == inst.Address && o.Port == inst.Port && slices.Equal(o.Tags, inst.Tags)
+}
+
+// prefixOf is opts' tag prefix, labels.Root when empty.
+func prefixOf(opts Options) string {
+	if opts.Prefix == "" {
+		return labels.Root
+	}
+	return opts.Prefix
+}
+
+// tagsKey is the key of tags under prefix in the cache's decodings.
+func tagsKey(tags []string, prefix string) string {
+	return prefix + "\x00" + strings.Join(tags, "\x00")
 }
 
 // decode returns the decoding of tags under prefix, from the cache if it is
 // there.
 func (c *DecodeCache) decode(tags []string, prefix string) *decoded {
-	key := prefix + "\x00" + strings.Join(tags, "\x00")
+	key := tagsKey(tags, prefix)
 	if d, ok := c.cur[key]; ok {
 		return d
 	}
@@ -260,6 +439,8 @@ func (c *DecodeCache) decode(tags []string, prefix string) *decoded {
 // rotate ends a build: entries it did not use are dropped at the next rotate.
 func (c *DecodeCache) rotate() {
 	c.prev, c.cur = c.cur, nil
+	c.bprev, c.bcur = c.bcur, nil
+	c.mprev, c.mcur = c.mcur, nil
 }
 
 // decodeTags turns tags into labels and decodes them.
@@ -270,71 +451,15 @@ func decodeTags(tags []string, prefix string) *decoded {
 	if err != nil {
 		return &decoded{err: err, routers: routers}
 	}
-	conf, err := labels.Decode(lbls)
+	conf, dropped, err := labels.DecodeResources(lbls)
 	if err != nil {
 		return &decoded{err: err, routers: routers}
 	}
-	d := &decoded{knobs: k, routers: routers, tls: conf.TLS}
+	d := &decoded{knobs: k, routers: routers, tls: conf.TLS, dropped: dropped}
 	if tcp := conf.TCP; tcp != nil && (len(tcp.Routers) > 0 || len(tcp.Services) > 0 || len(tcp.Middlewares) > 0) {
 		d.tcp = tcp
 	}
 	return d
-}
-
-// deepCopy copies v and everything it points to, so that the copy can be
-// modified without touching v (which may be shared through decodeCache).
-// The config types have no unexported fields, channels or funcs.
-func deepCopy[T any](v T) T {
-	var out T
-	copyValue(reflect.ValueOf(&out).Elem(), reflect.ValueOf(v))
-	return out
-}
-
-func copyValue(dst, src reflect.Value) {
-	switch src.Kind() {
-	case reflect.Pointer:
-		if src.IsNil() {
-			return
-		}
-		p := reflect.New(src.Elem().Type())
-		copyValue(p.Elem(), src.Elem())
-		dst.Set(p)
-	case reflect.Struct:
-		for i := range src.NumField() {
-			if dst.Field(i).CanSet() {
-				copyValue(dst.Field(i), src.Field(i))
-			}
-		}
-	case reflect.Slice:
-		if src.IsNil() {
-			return
-		}
-		s := reflect.MakeSlice(src.Type(), src.Len(), src.Len())
-		for i := range src.Len() {
-			copyValue(s.Index(i), src.Index(i))
-		}
-		dst.Set(s)
-	case reflect.Map:
-		if src.IsNil() {
-			return
-		}
-		m := reflect.MakeMapWithSize(src.Type(), src.Len())
-		for it := src.MapRange(); it.Next(); {
-			v := reflect.New(src.Type().Elem()).Elem()
-			copyValue(v, it.Value())
-			m.SetMapIndex(it.Key(), v)
-		}
-		dst.Set(m)
-	case reflect.Interface:
-		if src.IsNil() {
-			return
-		}
-		v := reflect.New(src.Elem().Type()).Elem()
-		copyValue(v, src.Elem())
-		dst.Set(v)
-	default:
-		dst.Set(src)
-	}
 }
 
 // knobs are the provider settings read from tags: <prefix>.enable and

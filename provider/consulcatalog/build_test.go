@@ -6,11 +6,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
 )
 
-// design7 are the README's documented Consul tags plus a router and a port.
+// design7 are the documented Consul tags (docs/reference/middlewares/inflightconn.md)
+// plus a router and a port.
 var design7 = []string{
 	"traefik.tcp.routers.db.rule=HostSNI(`*`)",
 	"traefik.tcp.routers.db.entrypoints=db",
@@ -185,7 +187,8 @@ func TestBuild(t *testing.T) {
 			want: tcp(nil, nil, nil),
 		},
 		{
-			name: "bad tag: problem names service, instance and tag; other services unaffected",
+			// Issue 42: a bad tag used to leave out its whole instance.
+			name: "bad tag: problem names service, instance, tag and resource; only that resource is dropped",
 			instances: []Instance{
 				inst("bad", "bad-1", "127.0.0.1", 1, "passing",
 					"traefik.tcp.routers.b.rule=HostSNI(`*`)",
@@ -193,10 +196,27 @@ func TestBuild(t *testing.T) {
 				inst("db", "db-1", "127.0.0.1", 5432, "passing", design7...),
 			},
 			want: tcp(
-				map[string]*config.TCPRouter{"db": dbRouter},
-				map[string]*config.TCPService{"db": lb("127.0.0.1:5432")},
+				map[string]*config.TCPRouter{"db": dbRouter, "b": {Rule: "HostSNI(`*`)", Service: "bad"}},
+				map[string]*config.TCPService{"db": lb("127.0.0.1:5432"), "bad": lb("127.0.0.1:1")},
 				map[string]*config.TCPMiddleware{"test-inflightconn": amount(10)}),
-			problems: []string{`consul service "bad" (instance "bad-1" on node "node1"): tag "traefik.tcp.middlewares.lim.inflightconn.amount=abc": `},
+			problems: []string{`consul service "bad" (instance "bad-1" on node "node1"): tag "traefik.tcp.middlewares.lim.inflightconn.amount=abc": amount must be an integer, got "abc": middleware "lim" is dropped`},
+		},
+		{
+			name: "Traefik v3's forms: ipWhiteList (deprecated name of ipAllowList), healthcheck=true, unhealthyInterval",
+			instances: []Instance{inst("db", "db-1", "127.0.0.1", 5432, "passing",
+				"traefik.tcp.routers.r.rule=HostSNI(`*`)",
+				"traefik.tcp.routers.r.middlewares=office",
+				"traefik.tcp.middlewares.office.ipWhiteList.sourceRange=10.0.0.0/8, 127.0.0.1",
+				"traefik.tcp.services.db.loadbalancer.healthcheck=true",
+				"traefik.tcp.services.db.loadbalancer.healthcheck.unhealthyInterval=2s")},
+			want: func() *config.Dynamic {
+				s := lb("127.0.0.1:5432")
+				u := config.Duration(2 * time.Second)
+				s.LoadBalancer.HealthCheck = &config.TCPHealthCheck{UnhealthyInterval: &u}
+				return tcp(map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "db", Middlewares: []string{"office"}}},
+					map[string]*config.TCPService{"db": s},
+					map[string]*config.TCPMiddleware{"office": {IPWhiteList: &config.TCPIPAllowList{SourceRange: []string{"10.0.0.0/8", "127.0.0.1"}}}})
+			}(),
 		},
 		{
 			name: "custom prefix is rewritten to traefik; other prefixes ignored",
@@ -217,7 +237,9 @@ func TestBuild(t *testing.T) {
 			instances: []Instance{inst("db", "a", "127.0.0.1", 1, "passing",
 				"tollgate.tcp.routers.r.rule=HostSNI(`*`)",
 				"tollgate.tcp.middlewares.m.inflightconn.amount=abc")},
-			want:     tcp(nil, nil, nil),
+			want: tcp( // the middleware alone is dropped (issue 42)
+				map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "db"}},
+				map[string]*config.TCPService{"db": lb("127.0.0.1:1")}, nil),
 			problems: []string{`tag "tollgate.tcp.middlewares.m.inflightconn.amount=abc": amount must be an integer, got "abc"`},
 		},
 		{
@@ -409,12 +431,13 @@ func TestBuild(t *testing.T) {
 				}, nil),
 		},
 		{
-			name: "bad port tag is a problem naming the tag",
+			name: "bad port tag is a problem naming the tag; the router that would fall back on another service is dropped too",
 			instances: []Instance{inst("db", "a", "127.0.0.1", 1, "passing",
 				"traefik.tcp.routers.r.rule=HostSNI(`*`)",
 				"traefik.tcp.services.db.loadbalancer.server.port=99999")},
-			want:     tcp(nil, nil, nil),
-			problems: []string{`tag "traefik.tcp.services.db.loadbalancer.server.port=99999": port must be a number from 1 to 65535`},
+			want: tcp(nil, nil, nil),
+			problems: []string{`tag "traefik.tcp.services.db.loadbalancer.server.port=99999": port must be a number from 1 to 65535: service "db" is dropped`,
+				`router "r" names no service and a service of the instance is dropped: dropped too, rather than routed to another (set traefik.tcp.routers.r.service)`},
 		},
 		{
 			name: "unhealthy instance with a bad tag still reports it",
@@ -538,26 +561,9 @@ func TestBuildCache(t *testing.T) {
 	}
 }
 
-func TestDeepCopy(t *testing.T) {
-	five := 5
-	orig := &config.TCPConfiguration{
-		Routers:     map[string]*config.TCPRouter{"r": {EntryPoints: []string{"a"}, TLS: &config.RouterTCPTLSConfig{Passthrough: true}}},
-		Services:    map[string]*config.TCPService{"s": {LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: "x"}}, TerminationDelay: &five}}},
-		Middlewares: map[string]*config.TCPMiddleware{"m": {InFlightConn: &config.TCPInFlightConn{Amount: 1, IPv6Subnet: &five}, IPAllowList: &config.TCPIPAllowList{SourceRange: []string{"10.0.0.0/8"}}}},
-	}
-	cp := deepCopy(orig)
-	if !reflect.DeepEqual(cp, orig) {
-		t.Fatalf("copy differs: %+v", cp)
-	}
-	cp.Routers["r"].EntryPoints[0] = "z"
-	cp.Routers["r"].TLS.Passthrough = false
-	*cp.Services["s"].LoadBalancer.TerminationDelay = 6
-	cp.Services["s"].LoadBalancer.Servers[0].Address = "y"
-	*cp.Middlewares["m"].InFlightConn.IPv6Subnet = 7
-	cp.Middlewares["m"].IPAllowList.SourceRange[0] = "z"
-	delete(cp.Routers, "r")
-	if len(orig.Routers) != 1 || orig.Routers["r"].EntryPoints[0] != "a" || !orig.Routers["r"].TLS.Passthrough ||
-		five != 5 || orig.Services["s"].LoadBalancer.Servers[0].Address != "x" || orig.Middlewares["m"].IPAllowList.SourceRange[0] != "10.0.0.0/8" {
-		t.Errorf("modifying the copy changed the original: %+v", orig)
-	}
+// build is Build as the provider's Message carries it: the configuration
+// and the problems.
+func build(instances []Instance, opts Options) (*config.Dynamic, []string) {
+	m := Build(instances, opts).Message(Name)
+	return m.Configuration, m.Problems
 }

@@ -16,29 +16,32 @@ import (
 )
 
 // catalog is the part of the Consul HTTP API the provider uses. The real
-// implementation is consulClient; tests use fakes.
+// implementation is consulClient; tests use fakes. A call with index > 0 is
+// a blocking query: it returns when the index of what it reads moves past
+// index, or after wait, with the index of its answer.
 type catalog interface {
 	// Services lists the catalog's service names with the union of their
-	// instances' tags (/v1/catalog/services). With index > 0 it is a blocking
-	// query: it returns when the catalog index moves past index or after wait.
+	// instances' tags (/v1/catalog/services). Its index moves with any
+	// instance of any service.
 	Services(ctx context.Context, index uint64, wait time.Duration) (map[string][]string, uint64, error)
-	// HealthIndex is a blocking query on the datacenter's health checks
-	// (/v1/health/state/any); only its index is used, to wake the provider
-	// when a check changes.
-	HealthIndex(ctx context.Context, index uint64, wait time.Duration) (uint64, error)
-	// Nodes lists the catalog's node names (/v1/catalog/nodes).
-	Nodes(ctx context.Context) ([]string, error)
-	// NodeInstances reads every service instance registered on one node
-	// (/v1/catalog/node-services/<node>). Status is left empty.
-	NodeInstances(ctx context.Context, node string) ([]Instance, error)
-	// ServiceInstances reads every instance of one service
-	// (/v1/catalog/service/<name>). Status is left empty.
-	ServiceInstances(ctx context.Context, name string) ([]Instance, error)
 	// Checks reads the checks that can make an instance anything but
 	// passing: every node-level check and every service check that is not
 	// passing (/v1/health/state/any with a filter). A service check left out
-	// is passing, which never changes an aggregated status.
-	Checks(ctx context.Context) (api.HealthChecks, error)
+	// is passing, which never changes an aggregated status. The filter
+	// only trims the answer: its index is that of every check in the
+	// datacenter.
+	Checks(ctx context.Context, index uint64, wait time.Duration) (api.HealthChecks, uint64, error)
+	// Nodes lists the catalog's node names (/v1/catalog/nodes). Its index
+	// moves when a node joins, leaves or changes, not with their services.
+	Nodes(ctx context.Context, index uint64, wait time.Duration) ([]string, uint64, error)
+	// NodeInstances reads every service instance registered on one node
+	// (/v1/catalog/node-services/<node>). Its index is that node's alone:
+	// it moves when one of the node's instances (or the node) changes.
+	// Status is left empty.
+	NodeInstances(ctx context.Context, node string, index uint64, wait time.Duration) ([]Instance, uint64, error)
+	// ServiceInstances reads every instance of one service
+	// (/v1/catalog/service/<name>). Status is left empty.
+	ServiceInstances(ctx context.Context, name string) ([]Instance, error)
 }
 
 // consulClient is catalog over *api.Client.
@@ -69,36 +72,48 @@ func (cc consulClient) Services(ctx context.Context, index uint64, wait time.Dur
 	return svcs, meta.LastIndex, nil
 }
 
-func (cc consulClient) HealthIndex(ctx context.Context, index uint64, wait time.Duration) (uint64, error) {
-	// The filter only trims the answer: the index (and so the wake-up) is
-	// that of every check in the datacenter.
-	q := cc.opts(ctx, index, wait, checksFilter)
-	_, meta, err := cc.c.Health().State(api.HealthAny, q)
+func (cc consulClient) Checks(ctx context.Context, index uint64, wait time.Duration) (api.HealthChecks, uint64, error) {
+	checks, meta, err := cc.c.Health().State(api.HealthAny, cc.opts(ctx, index, wait, checksFilter))
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	return meta.LastIndex, nil
+	return checks, meta.LastIndex, nil
 }
 
-func (cc consulClient) Nodes(ctx context.Context) ([]string, error) {
-	nodes, _, err := cc.c.Catalog().Nodes(cc.opts(ctx, 0, 0, ""))
+func (cc consulClient) Nodes(ctx context.Context, index uint64, wait time.Duration) ([]string, uint64, error) {
+	nodes, meta, err := cc.c.Catalog().Nodes(cc.opts(ctx, index, wait, ""))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out := make([]string, 0, len(nodes))
 	for _, n := range nodes {
 		out = append(out, n.Node)
 	}
-	return out, nil
+	return out, meta.LastIndex, nil
 }
 
-func (cc consulClient) NodeInstances(ctx context.Context, node string) ([]Instance, error) {
-	list, _, err := cc.c.Catalog().NodeServiceList(node, cc.opts(ctx, 0, 0, ""))
-	if err != nil {
-		return nil, err
+// nodeServiceList is the part of /v1/catalog/node-services' answer the
+// provider reads: decoding it into the client's full types (proxy, connect,
+// weights, ...) costs half as much again for a node of a thousand services.
+type nodeServiceList struct {
+	Node *struct {
+		Node, Address string
 	}
-	if list == nil || list.Node == nil { // the node left since Nodes
-		return nil, nil
+	Services []*struct {
+		ID, Service, Address string
+		Port                 int
+		Tags                 []string
+	}
+}
+
+func (cc consulClient) NodeInstances(ctx context.Context, node string, index uint64, wait time.Duration) ([]Instance, uint64, error) {
+	var list nodeServiceList
+	meta, err := cc.c.Raw().Query("/v1/catalog/node-services/"+node, &list, cc.opts(ctx, index, wait, ""))
+	if err != nil {
+		return nil, 0, err
+	}
+	if list.Node == nil { // the node left since Nodes
+		return nil, meta.LastIndex, nil
 	}
 	out := make([]Instance, 0, len(list.Services))
 	for _, s := range list.Services {
@@ -110,7 +125,7 @@ func (cc consulClient) NodeInstances(ctx context.Context, node string) ([]Instan
 			Address: s.Address, Port: s.Port, Tags: s.Tags,
 		})
 	}
-	return out, nil
+	return out, meta.LastIndex, nil
 }
 
 func (cc consulClient) ServiceInstances(ctx context.Context, name string) ([]Instance, error) {
@@ -129,12 +144,6 @@ func (cc consulClient) ServiceInstances(ctx context.Context, name string) ([]Ins
 		})
 	}
 	return out, nil
-}
-
-func (cc consulClient) Checks(ctx context.Context) (api.HealthChecks, error) {
-	q := cc.opts(ctx, 0, 0, checksFilter)
-	checks, _, err := cc.c.Health().State(api.HealthAny, q)
-	return checks, err
 }
 
 // fetch reads every instance of every service that carries at least one tag
@@ -163,7 +172,7 @@ func fetch(ctx context.Context, c catalog, prefix string, parallel int) ([]Insta
 	if len(tagged) == 0 {
 		return nil, nil
 	}
-	nodes, err := c.Nodes(ctx)
+	nodes, _, err := c.Nodes(ctx, 0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("listing catalog nodes: %w", err)
 	}
@@ -174,7 +183,11 @@ func fetch(ctx context.Context, c catalog, prefix string, parallel int) ([]Insta
 		what string
 	)
 	if len(nodes) < len(tagged) {
-		keys, read, what = nodes, c.NodeInstances, "node"
+		keys, what = nodes, "node"
+		read = func(ctx context.Context, node string) ([]Instance, error) {
+			insts, _, err := c.NodeInstances(ctx, node, 0, 0)
+			return insts, err
+		}
 	} else {
 		keys, read, what = slices.Sorted(maps.Keys(tagged)), c.ServiceInstances, "service"
 	}
@@ -200,10 +213,18 @@ func fetch(ctx context.Context, c catalog, prefix string, parallel int) ([]Insta
 		}
 	}
 
-	checks, err := c.Checks(ctx)
+	checks, _, err := c.Checks(ctx, 0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("reading health checks: %w", err)
 	}
+	applyChecks(out, checks)
+	return out, nil
+}
+
+// applyChecks gives each instance its aggregated status: its node's checks
+// and its own (checks holds every node check and every service check that
+// is not passing, as Checks reads them).
+func applyChecks(insts []Instance, checks api.HealthChecks) {
 	nodeChecks := map[string]api.HealthChecks{}
 	svcChecks := map[string]api.HealthChecks{}
 	for _, hc := range checks {
@@ -217,12 +238,11 @@ func fetch(ctx context.Context, c catalog, prefix string, parallel int) ([]Insta
 			svcChecks[k] = append(svcChecks[k], hc)
 		}
 	}
-	for i := range out {
-		in := &out[i]
+	for i := range insts {
+		in := &insts[i]
 		hcs := append(append(api.HealthChecks(nil), nodeChecks[in.Node]...), svcChecks[in.Node+"\x00"+in.ID]...)
 		in.Status = hcs.AggregatedStatus()
 	}
-	return out, nil
 }
 
 // forEach runs f(0..n-1) with at most parallel calls at a time. The first

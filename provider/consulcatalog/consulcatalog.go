@@ -8,17 +8,22 @@
 //
 // becomes a router, a middleware and a service with one server per healthy
 // instance, decoded by the same labels.Decode as Docker labels (see Build for
-// the rules). The provider watches the catalog with blocking queries on
-// /v1/catalog/services and /v1/health/state/any (so registrations,
-// deregistrations, tag changes and health changes all wake it), re-reads the
-// whole catalog on each wake-up (see fetch: per node or per tagged service,
-// whichever takes fewer requests, plus one checks query) and sends one
-// complete Message, unless it equals the last one sent. With watch=false it
-// polls every refreshInterval instead; with watch=true refreshInterval is a
-// resync period. When the agent cannot be read it sends a Message with Err
-// (the watcher keeps the last good configuration serving), backs off (100 ms
-// doubling to 1 s), and sends a full snapshot as soon as the agent answers
-// again.
+// the rules). The provider follows the catalog with blocking queries (see
+// follow): the checks, the node list and, with at most MaxNodeWatches nodes,
+// each node's instances, so that a registration, a deregistration or a tag
+// change is read from the node it happened on, and a health change from the
+// checks alone; with more nodes, the service list, and a change makes it
+// read the whole catalog again (see fetch: per node or per tagged service,
+// whichever takes fewer requests, plus one checks query). An unchanged
+// catalog is not read (the queries wait on the agent). Each change builds
+// one complete Message (Build, with a DecodeCache: only the services whose
+// instances changed are built again), sent unless it equals the last one
+// sent. With watch=false it reads the whole catalog every refreshInterval
+// instead. Each read is an attempt of the provider runtime (provider.Loop):
+// when the agent cannot be read, the watcher is told (Message.Err) and
+// keeps the last good configuration serving, the read is retried with the
+// runtime's backoff, and a full snapshot, read whole, is sent as soon as
+// the agent answers again.
 package consulcatalog
 
 import (
@@ -26,9 +31,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"reflect"
+	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,7 +60,9 @@ type Provider struct {
 	watch    bool
 	refresh  time.Duration
 	parallel int
-	timing   timing
+	maxNodes int              // MaxNodeWatches
+	timing   timing           // the blocking queries'
+	backoff  provider.Backoff // the reads' retries
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -70,54 +76,23 @@ var healthStates = []string{api.HealthPassing, api.HealthWarning, api.HealthCrit
 // is cfg.Endpoint.Token, else CONSUL_HTTP_TOKEN (the Consul client's own
 // environment variables are honoured). New does no I/O: an unreachable agent
 // is reported by Run. Errors name the option and the value.
-func New(cfg *config.ConsulCatalogProvider, log zerolog.Logger) (*Provider, error) {
+func New(cfg *config.ConsulCatalogProvider, po provider.Options) (*Provider, error) {
 	if cfg == nil {
 		cfg = &config.ConsulCatalogProvider{}
 		cfg.SetDefaults()
 	}
-	apiCfg := api.DefaultConfig()
-	if ep := cfg.Endpoint; ep != nil {
-		if ep.Address != "" {
-			apiCfg.Address = ep.Address
-		}
-		if ep.Token != "" {
-			apiCfg.Token = ep.Token
-		}
-		if ep.Datacenter != "" {
-			apiCfg.Datacenter = ep.Datacenter
-		}
-		switch ep.Scheme {
-		case "":
-			if ep.TLS != nil && !strings.Contains(apiCfg.Address, "://") {
-				apiCfg.Scheme = "https"
-			}
-		case "http", "https":
-			apiCfg.Scheme = ep.Scheme
-		default:
-			return nil, fmt.Errorf("providers.consulCatalog.endpoint.scheme=%q: use http or https", ep.Scheme)
-		}
-		if t := ep.TLS; t != nil {
-			// The files are read here, so that a bad one is an error naming
-			// its option at start (the client reads them again).
-			if _, err := provider.TLSConfig(t, "providers.consulCatalog.endpoint.tls"); err != nil {
-				return nil, err
-			}
-			apiCfg.TLSConfig = api.TLSConfig{CAFile: t.CA, CertFile: t.Cert, KeyFile: t.Key, InsecureSkipVerify: t.InsecureSkipVerify}
-		}
-		if a := ep.HTTPAuth; a != nil {
-			apiCfg.HttpAuth = &api.HttpBasicAuth{Username: a.Username, Password: a.Password}
-		}
-		if ep.EndpointWaitTime < 0 {
-			return nil, fmt.Errorf("providers.consulCatalog.endpoint.endpointWaitTime=%s: must not be negative", ep.EndpointWaitTime)
-		}
+	apiCfg, err := apiConfig(cfg.Endpoint)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkEndpoint(apiCfg.Address); err != nil {
 		return nil, fmt.Errorf("providers.consulCatalog.endpoint.address=%q: %w", apiCfg.Address, err)
 	}
-	// Room for the per-service reads and the two blocking queries, so
-	// connections are reused instead of reopened on every snapshot.
+	// Room for the per-service reads and the blocking queries (one per
+	// node followed, and three more), so connections are reused instead of
+	// reopened on every snapshot.
 	if apiCfg.Transport != nil {
-		apiCfg.Transport.MaxIdleConnsPerHost = DefaultParallelReads + 4
+		apiCfg.Transport.MaxIdleConnsPerHost = DefaultParallelReads + MaxNodeWatches + 4
 	}
 	address := apiCfg.Address // NewClient strips the scheme
 	client, err := api.NewClient(apiCfg)
@@ -160,7 +135,7 @@ func New(cfg *config.ConsulCatalogProvider, log zerolog.Logger) (*Provider, erro
 		timing.wait = time.Duration(ep.EndpointWaitTime)
 	}
 	return &Provider{
-		log:     log.With().Str("provider", Name).Logger(),
+		log:     po.Log.With().Str("provider", Name).Logger(),
 		client:  consulClient{c: client, q: api.QueryOptions{AllowStale: cfg.Stale, UseCache: cfg.Cache, RequireConsistent: cfg.RequireConsistent}},
 		address: address,
 		opts: Options{
@@ -173,8 +148,52 @@ func New(cfg *config.ConsulCatalogProvider, log zerolog.Logger) (*Provider, erro
 		watch:    cfg.Watch,
 		refresh:  refresh,
 		parallel: DefaultParallelReads,
+		maxNodes: MaxNodeWatches,
 		timing:   timing,
+		backoff:  po.Backoff,
 	}, nil
+}
+
+// apiConfig is the Consul client's configuration of the endpoint option
+// (nil: the defaults and the client's environment variables).
+func apiConfig(ep *config.ConsulEndpoint) (*api.Config, error) {
+	apiCfg := api.DefaultConfig()
+	if ep != nil {
+		if ep.Address != "" {
+			apiCfg.Address = ep.Address
+		}
+		if ep.Token != "" {
+			apiCfg.Token = ep.Token
+		}
+		if ep.Datacenter != "" {
+			apiCfg.Datacenter = ep.Datacenter
+		}
+		switch ep.Scheme {
+		case "":
+			if ep.TLS != nil && !strings.Contains(apiCfg.Address, "://") {
+				apiCfg.Scheme = "https"
+			}
+		case "http", "https":
+			apiCfg.Scheme = ep.Scheme
+		default:
+			return nil, fmt.Errorf("providers.consulCatalog.endpoint.scheme=%q: use http or https", ep.Scheme)
+		}
+		if t := ep.TLS; t != nil {
+			// The files are read here, so that a bad one is an error naming
+			// its option at start (the client reads them again).
+			if _, err := provider.TLSConfig(t, "providers.consulCatalog.endpoint.tls"); err != nil {
+				return nil, err
+			}
+			apiCfg.TLSConfig = api.TLSConfig{CAFile: t.CA, CertFile: t.Cert, KeyFile: t.Key, InsecureSkipVerify: t.InsecureSkipVerify}
+		}
+		if a := ep.HTTPAuth; a != nil {
+			apiCfg.HttpAuth = &api.HttpBasicAuth{Username: a.Username, Password: a.Password}
+		}
+		if ep.EndpointWaitTime < 0 {
+			return nil, fmt.Errorf("providers.consulCatalog.endpoint.endpointWaitTime=%s: must not be negative", ep.EndpointWaitTime)
+		}
+	}
+	return apiCfg, nil
 }
 
 // checkEndpoint accepts "[scheme://]host:port" (scheme http, https or unix;
@@ -207,152 +226,118 @@ func checkEndpoint(addr string) error {
 // Name returns "consulcatalog".
 func (p *Provider) Name() string { return Name }
 
-// Run reads the catalog until ctx is done and sends one complete Message per
-// wake-up (blocking-query change, refresh tick, retry), skipping a snapshot
-// identical to the last one sent. It returns nil when ctx is done.
+// Run reads the catalog until ctx is done on the provider runtime
+// (provider.Loop), one read per wake-up (a blocking query's change, the
+// refresh tick without watch, a retry), and sends one complete Message for
+// each read that differs from the last. It returns nil when ctx is done.
 func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
+	r := &reading{p: p}
 	defer func() {
 		cancel()
-		wg.Wait()
+		if r.fol != nil {
+			r.fol.wait()
+		}
 	}()
-
-	wake := make(chan struct{}, 1) // a watched index moved
-	lost := make(chan struct{}, 1) // a blocking query failed
-	var outages atomic.Uint64      // failed reads: the watches resync
-	signal := func(ch chan struct{}) {
+	wake := make(chan struct{}, 1) // a watched index moved, or a query failed
+	signal := func() {
 		select {
-		case ch <- struct{}{}:
+		case wake <- struct{}{}:
 		default:
 		}
 	}
 	if p.watch {
-		watches := []struct {
-			what  string
-			query func(context.Context, uint64) (uint64, error)
-		}{
-			{"catalog services", func(ctx context.Context, index uint64) (uint64, error) {
-				_, idx, err := p.client.Services(ctx, index, p.timing.wait)
-				return idx, err
-			}},
-			{"health checks", func(ctx context.Context, index uint64) (uint64, error) {
-				return p.client.HealthIndex(ctx, index, p.timing.wait)
-			}},
-		}
-		for _, w := range watches {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// A query that outlives its wait (plus the agent's jitter
-				// of wait/16) is stuck on a dead connection: give up on it.
-				limit := p.timing.wait + p.timing.wait/16 + 10*time.Second
-				query := func(ctx context.Context, index uint64) (uint64, error) {
-					ctx, cancel := context.WithTimeout(ctx, limit)
-					defer cancel()
-					return w.query(ctx, index)
+		r.fol = &follow{c: p.client, t: p.timing, prefix: p.opts.Prefix, outages: &r.outages, limit: p.maxNodes,
+			wake: signal,
+			failed: func(what string, err error) {
+				p.log.Debug().Err(err).Str("watch", what).Msg("Blocking query failed")
+				if !r.failing.Load() { // is the agent down? (while it is, the retries tell)
+					r.verify.Store(true)
+					signal()
 				}
-				blockingLoop(ctx, p.timing, &outages, query,
-					func() { signal(wake) },
-					func(err error) {
-						p.log.Debug().Err(err).Str("watch", w.what).Msg("Blocking query failed")
-						signal(lost)
-					})
-			}()
-		}
+			}}
+		r.fol.start(ctx)
 	}
-
-	ticker := time.NewTicker(p.refresh)
-	defer ticker.Stop()
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	defer retry.Stop()
-
-	var (
-		failing  bool
-		retries  int
-		sent     bool
-		last     *config.Dynamic
-		lastProb []string
-	)
-	refresh := func() bool {
-		fctx, cancel := context.WithTimeout(ctx, p.timing.fetchTimeout)
-		insts, err := fetch(fctx, p.client, p.opts.Prefix, p.parallel)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return false
-			}
-			err = fmt.Errorf("consul agent %s: %w", p.address, err)
-			outages.Add(1)
-			ev := p.log.Debug()
-			if !failing {
-				ev = p.log.Warn() // the watcher logs the Err at error level
-			}
-			delay := p.timing.backoff(retries)
-			ev.Err(err).Dur("retry_in", delay).Msg("Cannot read the Consul catalog; keeping the last configuration")
-			// One Err per outage: the watcher keeps the last configuration
-			// and shows the error until the next snapshot; the retries that
-			// follow would only repeat it (they are logged at debug level).
-			report := !failing
-			failing = true
-			retries++
-			retry.Reset(delay)
-			if !report {
-				return true
-			}
-			return send(ctx, out, provider.Message{ProviderName: Name, Err: err})
-		}
-		if failing {
-			p.log.Info().Msg("Consul catalog readable again")
-		}
-		retry.Stop()
-		retries = 0
-		conf, problems := build(insts, p.opts)
-		if sent && !failing && reflect.DeepEqual(conf, last) && reflect.DeepEqual(problems, lastProb) {
-			return true
-		}
-		if !reflect.DeepEqual(problems, lastProb) {
-			// The watcher logs problems when they change; these are for
-			// debugging the provider alone.
-			for _, pr := range problems {
-				p.log.Debug().Msg(pr)
-			}
-		}
-		failing = false
-		sent, last, lastProb = true, conf, problems
-		return send(ctx, out, provider.Message{ProviderName: Name, Configuration: conf, Problems: problems})
+	// Without watch, the catalog is read every refreshInterval; with it,
+	// only when a blocking query says it changed.
+	var every time.Duration
+	if !p.watch {
+		every = p.refresh
 	}
-
-	if !refresh() {
-		return nil
-	}
-	for {
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-			ok = refresh()
-		case <-lost:
-			ok = failing || refresh()
-		case <-ticker.C:
-			ok = refresh()
-		case <-retry.C:
-			ok = refresh()
-		}
-		if !ok {
-			return nil
-		}
-	}
+	provider.Loop{Name: Name, What: "Consul catalog", Log: p.log, Wake: wake, Every: every,
+		Backoff: p.backoff, Attempt: r.attempt}.Run(ctx, out)
+	return nil
 }
 
-// send delivers m unless ctx is done first, and reports whether it did.
-func send(ctx context.Context, out chan<- provider.Message, m provider.Message) bool {
-	select {
-	case out <- m:
-		return true
-	case <-ctx.Done():
-		return false
+// reading is one Run's state between its reads.
+type reading struct {
+	p   *Provider
+	fol *follow // the blocking queries, with watch
+	// outages counts the failed reads: the watches resync after one.
+	outages atomic.Uint64
+	// failing: the last read failed; verify: a blocking query failed since
+	// the last read, which must then ask the agent itself.
+	failing, verify atomic.Bool
+	// last are the instances last built: a wake-up that reads the same (two
+	// queries reporting one change) builds nothing.
+	last  []Instance
+	built bool
+}
+
+// attempt reads the catalog, and builds and sends it unless it reads as
+// the last one built.
+func (r *reading) attempt(ctx context.Context, s *provider.Sink) error {
+	p := r.p
+	fctx, cancel := context.WithTimeout(ctx, p.timing.fetchTimeout)
+	insts, err := p.read(fctx, r.fol, r.failing.Load(), r.verify.Swap(false))
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.outages.Add(1)
+		r.failing.Store(true)
+		r.built = false // the snapshot after the outage is sent, even unchanged
+		return fmt.Errorf("consul agent %s: %w", p.address, err)
 	}
+	r.failing.Store(false)
+	if r.built && sameInstances(insts, r.last) {
+		return nil // another query's news of a change already built
+	}
+	r.last, r.built = insts, true
+	if !s.Result(ctx, Build(insts, p.opts)) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// read reads the instances of the services tagged under the prefix, with
+// their health: from the nodes' blocking queries when they are followed
+// one by one (and the agent was not failing), with the checks' query's
+// answer when it is at least as recent as theirs, else (or with verify) a
+// fresh read of the checks, so that every instance read has its checks
+// visible; else the whole catalog (fetch).
+func (p *Provider) read(ctx context.Context, fol *follow, failing, verify bool) ([]Instance, error) {
+	if fol != nil && !failing {
+		if insts, checks, ok := fol.instances(); ok {
+			if checks == nil || verify {
+				var err error
+				if checks, _, err = p.client.Checks(ctx, 0, 0); err != nil {
+					return nil, fmt.Errorf("reading health checks: %w", err)
+				}
+			}
+			applyChecks(insts, checks)
+			return insts, nil
+		}
+	}
+	return fetch(ctx, p.client, p.opts.Prefix, p.parallel)
+}
+
+// sameInstances reports whether a and b are the same instances, in the
+// same order, with the same health.
+func sameInstances(a, b []Instance) bool {
+	return slices.EqualFunc(a, b, func(x, y Instance) bool {
+		return x.Name == y.Name && x.ID == y.ID && x.Node == y.Node && x.NodeAddress == y.NodeAddress &&
+			x.Address == y.Address && x.Port == y.Port && x.Status == y.Status && slices.Equal(x.Tags, y.Tags)
+	})
 }

@@ -29,7 +29,7 @@ func agentProvider(t *testing.T, a *agent) <-chan provider.Message {
 	cfg := &config.ConsulCatalogProvider{}
 	cfg.SetDefaults()
 	cfg.Endpoint.Address = a.Addr()
-	p, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	p, err := New(cfg, provider.Options{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,8 +135,10 @@ func TestAgentProvider(t *testing.T) {
 		m := until(t, msgs, time.Second, "the good router and a problem", func(tcp *config.TCPConfiguration, m provider.Message) bool {
 			return tcp.Routers["good"] != nil && len(m.Problems) > 0
 		})
-		if m.Configuration.TCP.Routers["bad"] != nil || m.Configuration.TCP.Middlewares["lim"] != nil {
-			t.Errorf("the bad service was exposed: %+v", m.Configuration.TCP)
+		// The tag drops its middleware alone (issue 42; it used to leave out
+		// the instance): the instance's router, which does not use it, applies.
+		if m.Configuration.TCP.Routers["bad"] == nil || m.Configuration.TCP.Middlewares["lim"] != nil {
+			t.Errorf("want the bad instance's router kept and its middleware dropped: %+v", m.Configuration.TCP)
 		}
 		if len(m.Problems) != 1 || !strings.Contains(m.Problems[0], `consul service "bad"`) ||
 			!strings.Contains(m.Problems[0], `tag "traefik.tcp.middlewares.lim.inflightconn.amount=abc"`) {
@@ -422,7 +424,7 @@ func TestAgentScale(t *testing.T) {
 	// What the proxy does with it: qualify (the watcher's Merge), compile a
 	// first time and again as a reload with the same state.
 	merged := provider.Merge(map[string]*config.Dynamic{Name: conf})
-	st := proxy.NewState(zerolog.Nop())
+	st := proxy.NewState(zerolog.Nop(), proxy.StateOptions{})
 	var compiles []time.Duration
 	for range 3 {
 		start = time.Now()
@@ -462,7 +464,7 @@ func TestAgentProviderTLS(t *testing.T) {
 		cfg.Endpoint.Address = "127.0.0.1:" + strconv.Itoa(https)
 		cfg.Endpoint.TLS = tlsCfg
 		cfg.Stale, cfg.Cache = true, true
-		p, err := New(cfg, zerolog.Nop())
+		p, err := New(cfg, provider.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -475,7 +477,7 @@ func TestAgentProviderTLS(t *testing.T) {
 	next(t, run(&config.KVClientTLS{}), 10*time.Second, "an error naming the certificate", func(m provider.Message) bool {
 		return m.Err != nil && strings.Contains(m.Err.Error(), "certificate")
 	})
-	if _, err := New(&config.ConsulCatalogProvider{Endpoint: &config.ConsulEndpoint{TLS: &config.KVClientTLS{CA: "/nonexistent/ca.pem"}}}, zerolog.Nop()); err == nil ||
+	if _, err := New(&config.ConsulCatalogProvider{Endpoint: &config.ConsulEndpoint{TLS: &config.KVClientTLS{CA: "/nonexistent/ca.pem"}}}, provider.Options{}); err == nil ||
 		!strings.Contains(err.Error(), `providers.consulCatalog.endpoint.tls.ca="/nonexistent/ca.pem"`) {
 		t.Errorf("a missing CA file: %v", err)
 	}

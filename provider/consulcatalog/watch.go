@@ -5,10 +5,13 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate-proxy/tollgate/provider"
 )
 
-// timing tunes the blocking-query loops and the retries. The zero value is
-// not usable: Provider uses defaultTiming, tests shorten it.
+// timing tunes the blocking-query loops and their retries (the reads'
+// retries are the runtime's, provider.Backoff). The zero value is not
+// usable: Provider uses defaultTiming, tests shorten it.
 type timing struct {
 	// wait is how long one blocking query may block on the agent.
 	wait time.Duration
@@ -18,7 +21,7 @@ type timing struct {
 	minInterval time.Duration
 	jitter      time.Duration
 	// backoffMin and backoffMax bound the capped exponential backoff after a
-	// failed query or read; it resets on the next success.
+	// failed query; it resets on the next success.
 	backoffMin time.Duration
 	backoffMax time.Duration
 	// fetchTimeout bounds one full read of the catalog, so that an agent
@@ -40,17 +43,10 @@ var defaultTiming = timing{
 }
 
 // backoff is the delay before retry number retries (0 for the first): the
-// exponential delay capped at backoffMax, with its upper half jittered so
-// that several loops do not retry in step.
+// runtime's capped exponential backoff (provider.Backoff) between
+// backoffMin and backoffMax.
 func (t timing) backoff(retries int) time.Duration {
-	d := t.backoffMax
-	if retries < 30 {
-		d = min(t.backoffMin<<retries, t.backoffMax)
-	}
-	if half := d / 2; half > 0 {
-		d = half + rand.N(half)
-	}
-	return d
+	return provider.Backoff{Min: t.backoffMin, Max: t.backoffMax}.Delay(retries)
 }
 
 // blockingLoop runs query as a blocking query until ctx is done, the way
@@ -109,7 +105,7 @@ func blockingLoop(ctx context.Context, t timing, outages *atomic.Uint64, query f
 			}
 			failed(err)
 			resync = true
-			if !sleep(ctx, t.backoff(retries)) {
+			if !provider.Sleep(ctx, t.backoff(retries)) {
 				return
 			}
 			retries++
@@ -121,7 +117,7 @@ func blockingLoop(ctx context.Context, t timing, outages *atomic.Uint64, query f
 				if t.jitter > 0 {
 					rest += rand.N(t.jitter)
 				}
-				if !sleep(ctx, rest) {
+				if !provider.Sleep(ctx, rest) {
 					return
 				}
 			}
@@ -144,20 +140,5 @@ func blockingLoop(ctx context.Context, t timing, outages *atomic.Uint64, query f
 		}
 		index = got
 		changed()
-	}
-}
-
-// sleep waits for d or until ctx is done, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

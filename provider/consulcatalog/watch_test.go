@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -200,23 +201,55 @@ type fakeCatalog struct {
 	maxIn     atomic.Int64
 	reads     atomic.Int64 // per-node and per-service reads
 	nodeReads atomic.Int64
+	nodeRead  sync.Map     // node -> *atomic.Int64: its reads
+	svcLists  atomic.Int64 // Services answers
+
+	// nodeIdx is each node's own index, as Consul keeps one: the index of
+	// the last change of its instances (never above index, which a test
+	// may move back as a restarted agent would).
+	nodeIdx map[string]uint64
 }
 
 func newFake() *fakeCatalog {
-	return &fakeCatalog{index: 1, services: map[string][]Instance{}, changed: make(chan struct{})}
+	return &fakeCatalog{index: 1, services: map[string][]Instance{}, changed: make(chan struct{}), nodeIdx: map[string]uint64{}}
 }
 
 func (f *fakeCatalog) set(name string, insts ...Instance) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.index++
+	// The nodes whose instances of name change.
+	onNode := func(list []Instance, node string) (out []Instance) {
+		for _, in := range list {
+			if in.Node == node {
+				out = append(out, in)
+			}
+		}
+		return out
+	}
+	for _, in := range append(slices.Clone(f.services[name]), insts...) {
+		if !reflect.DeepEqual(onNode(f.services[name], in.Node), onNode(insts, in.Node)) {
+			f.nodeIdx[in.Node] = f.index
+		}
+	}
 	if len(insts) == 0 {
 		delete(f.services, name)
 	} else {
 		f.services[name] = insts
 	}
-	f.index++
 	close(f.changed)
 	f.changed = make(chan struct{})
+}
+
+// nodeIndex is node's index (f.mu held).
+func (f *fakeCatalog) nodeIndex(node string) uint64 {
+	return min(max(f.nodeIdx[node], 1), f.index)
+}
+
+// nodeReadsOf is how many times node's instances were read.
+func (f *fakeCatalog) nodeReadsOf(node string) int64 {
+	n, _ := f.nodeRead.LoadOrStore(node, &atomic.Int64{})
+	return n.(*atomic.Int64).Load()
 }
 
 func (f *fakeCatalog) setDown(down bool) {
@@ -257,6 +290,7 @@ func (f *fakeCatalog) Services(ctx context.Context, index uint64, wait time.Dura
 	if err != nil {
 		return nil, 0, err
 	}
+	f.svcLists.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[string][]string{}
@@ -266,10 +300,6 @@ func (f *fakeCatalog) Services(ctx context.Context, index uint64, wait time.Dura
 		}
 	}
 	return out, idx, nil
-}
-
-func (f *fakeCatalog) HealthIndex(ctx context.Context, index uint64, wait time.Duration) (uint64, error) {
-	return f.block(ctx, index, wait)
 }
 
 // read tracks a per-node or per-service read: concurrency, count, delay,
@@ -285,7 +315,7 @@ func (f *fakeCatalog) read(ctx context.Context) error {
 	}
 	f.reads.Add(1)
 	if f.delay > 0 {
-		if !sleep(ctx, f.delay) {
+		if !provider.Sleep(ctx, f.delay) {
 			return ctx.Err()
 		}
 	}
@@ -297,12 +327,13 @@ func (f *fakeCatalog) read(ctx context.Context) error {
 	return nil
 }
 
-func (f *fakeCatalog) Nodes(ctx context.Context) ([]string, error) {
+func (f *fakeCatalog) Nodes(ctx context.Context, index uint64, wait time.Duration) ([]string, uint64, error) {
+	idx, err := f.block(ctx, index, wait)
+	if err != nil {
+		return nil, 0, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.down {
-		return nil, errDown
-	}
 	seen := map[string]bool{}
 	var out []string
 	for _, insts := range f.services {
@@ -313,14 +344,39 @@ func (f *fakeCatalog) Nodes(ctx context.Context) ([]string, error) {
 			}
 		}
 	}
-	return out, nil
+	return out, idx, nil
 }
 
-func (f *fakeCatalog) NodeInstances(ctx context.Context, node string) ([]Instance, error) {
+// NodeInstances blocks on the node's own index, as Consul's
+// /v1/catalog/node-services does.
+func (f *fakeCatalog) NodeInstances(ctx context.Context, node string, index uint64, wait time.Duration) ([]Instance, uint64, error) {
+	var idx uint64
+	for {
+		f.mu.Lock()
+		down, ch := f.down, f.changed
+		idx = f.nodeIndex(node)
+		f.mu.Unlock()
+		if down {
+			return nil, 0, errDown
+		}
+		if index == 0 || idx > index {
+			break
+		}
+		select {
+		case <-ch:
+			continue
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+		break
+	}
 	if err := f.read(ctx); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	f.nodeReads.Add(1)
+	n, _ := f.nodeRead.LoadOrStore(node, &atomic.Int64{})
+	n.(*atomic.Int64).Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []Instance
@@ -332,7 +388,7 @@ func (f *fakeCatalog) NodeInstances(ctx context.Context, node string) ([]Instanc
 			}
 		}
 	}
-	return out, nil
+	return out, idx, nil
 }
 
 func (f *fakeCatalog) ServiceInstances(ctx context.Context, name string) ([]Instance, error) {
@@ -351,12 +407,13 @@ func (f *fakeCatalog) ServiceInstances(ctx context.Context, name string) ([]Inst
 
 // Checks turns each instance's Status into the service check that gives it
 // (none for passing), as the agent's filtered answer would.
-func (f *fakeCatalog) Checks(ctx context.Context) (api.HealthChecks, error) {
+func (f *fakeCatalog) Checks(ctx context.Context, index uint64, wait time.Duration) (api.HealthChecks, uint64, error) {
+	idx, err := f.block(ctx, index, wait)
+	if err != nil {
+		return nil, 0, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.down {
-		return nil, errDown
-	}
 	var out api.HealthChecks
 	for _, insts := range f.services {
 		for _, in := range insts {
@@ -372,7 +429,7 @@ func (f *fakeCatalog) Checks(ctx context.Context) (api.HealthChecks, error) {
 			out = append(out, hc)
 		}
 	}
-	return out, nil
+	return out, idx, nil
 }
 
 func testProvider(t *testing.T, c catalog, mutate func(*config.ConsulCatalogProvider)) *Provider {
@@ -383,7 +440,7 @@ func testProvider(t *testing.T, c catalog, mutate func(*config.ConsulCatalogProv
 	if mutate != nil {
 		mutate(cfg)
 	}
-	p, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel))
+	p, err := New(cfg, provider.Options{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,6 +448,7 @@ func testProvider(t *testing.T, c catalog, mutate func(*config.ConsulCatalogProv
 		p.client = c
 	}
 	p.timing = fastTiming
+	p.backoff = provider.Backoff{Min: fastTiming.backoffMin, Max: fastTiming.backoffMax}
 	return p
 }
 
@@ -619,7 +677,9 @@ func TestRunReportsProblems(t *testing.T) {
 	if len(m.Problems) != 1 || !strings.Contains(m.Problems[0], `consul service "bad"`) || !strings.Contains(m.Problems[0], `traefik.tcp.middlewares.m.inflightconn.amount`) {
 		t.Errorf("problems: %q", m.Problems)
 	}
-	if len(servers(m, "db")) != 1 || m.Configuration.TCP.Routers["b"] != nil {
+	// The tag drops its middleware alone (issue 42; it used to leave out
+	// the instance): the instance's router, which does not use it, applies.
+	if len(servers(m, "db")) != 1 || m.Configuration.TCP.Routers["b"] == nil || m.Configuration.TCP.Middlewares["m"] != nil {
 		t.Errorf("configuration: %+v", m.Configuration.TCP)
 	}
 }
@@ -718,23 +778,24 @@ type checksCatalog struct {
 func (c checksCatalog) Services(context.Context, uint64, time.Duration) (map[string][]string, uint64, error) {
 	return map[string][]string{c.insts[0].Name: c.insts[0].Tags}, 1, nil
 }
-func (c checksCatalog) HealthIndex(context.Context, uint64, time.Duration) (uint64, error) {
-	return 1, nil
+func (c checksCatalog) Nodes(context.Context, uint64, time.Duration) ([]string, uint64, error) {
+	return []string{"n1", "n2"}, 1, nil
 }
-func (c checksCatalog) Nodes(context.Context) ([]string, error) { return []string{"n1", "n2"}, nil }
-func (c checksCatalog) NodeInstances(_ context.Context, node string) ([]Instance, error) {
+func (c checksCatalog) NodeInstances(_ context.Context, node string, _ uint64, _ time.Duration) ([]Instance, uint64, error) {
 	var out []Instance
 	for _, in := range c.insts {
 		if in.Node == node {
 			out = append(out, in)
 		}
 	}
-	return out, nil
+	return out, 1, nil
 }
 func (c checksCatalog) ServiceInstances(context.Context, string) ([]Instance, error) {
 	return c.insts, nil
 }
-func (c checksCatalog) Checks(context.Context) (api.HealthChecks, error) { return c.checks, nil }
+func (c checksCatalog) Checks(context.Context, uint64, time.Duration) (api.HealthChecks, uint64, error) {
+	return c.checks, 1, nil
+}
 
 func TestFetchFailsWhole(t *testing.T) {
 	f := newFake()
@@ -765,7 +826,7 @@ func TestNew(t *testing.T) {
 		addr := strings.TrimPrefix(srv.URL, "http://")
 		t.Setenv("CONSUL_HTTP_ADDR", addr)
 		t.Setenv("CONSUL_HTTP_TOKEN", "secret")
-		p, err := New(nil, log)
+		p, err := New(nil, provider.Options{Log: log})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -786,7 +847,7 @@ func TestNew(t *testing.T) {
 		cfg := &config.ConsulCatalogProvider{}
 		cfg.SetDefaults()
 		cfg.Endpoint.Address = "http://127.0.0.8:8500"
-		p, err := New(cfg, log)
+		p, err := New(cfg, provider.Options{Log: log})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -809,7 +870,7 @@ func TestNew(t *testing.T) {
 			cfg := &config.ConsulCatalogProvider{}
 			cfg.SetDefaults()
 			tc.mutate(cfg)
-			_, err := New(cfg, log)
+			_, err := New(cfg, provider.Options{Log: log})
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("err %v, want it to contain %q", err, tc.wantErr)
 			}

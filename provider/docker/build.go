@@ -89,8 +89,8 @@ func optionsFrom(cfg *config.DockerProvider, match func(map[string]string) bool)
 	}
 }
 
-// Build maps containers to one configuration with bare names, as the README
-// (Dynamic configuration) and Traefik v3's Docker provider do for TCP, and
+// Build maps containers to one configuration with bare names, as
+// docs/reference/providers/docker.md says and Traefik v3's Docker provider does for TCP, and
 // lists what it left out; each problem names the container and, for label
 // errors, the label. It does no I/O and does not modify containers. The
 // configuration is nil when no container contributes anything, and a section
@@ -122,12 +122,6 @@ func Build(containers []Container, opts Options) provider.Result {
 	return provider.BuildInputs(containers, func(a, b Container) int {
 		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
 	}, func(c Container) (provider.Source, []provider.Problem) { return buildContainer(c, opts) })
-}
-
-// build is Build with the problems as the provider's Message carries them.
-func build(containers []Container, opts Options) (*config.Dynamic, []string) {
-	res := Build(containers, opts)
-	return res.Configuration, res.Strings()
 }
 
 // describe names a container in problems.
@@ -168,21 +162,24 @@ func buildContainer(c Container, opts Options) (provider.Source, []provider.Prob
 	}
 	withServer := running && healthy
 
-	conf, err := labels.Decode(c.Labels)
+	// A label that does not decode drops its own resource; one that no
+	// resource owns skips the container.
+	conf, dropped, err := labels.DecodeResources(c.Labels)
 	if err != nil {
 		return skip(provider.LabelProblem(err))
 	}
-	src.TLS = conf.TLS
+	src.TLS, src.TCP = conf.TLS, conf.TCP
+	problems := provider.DropResourceProblems(src, dropped, provider.LabelProblem, "container", labels.Root)
 	tcp := conf.TCP
 	if tcp == nil || (len(tcp.Routers) == 0 && len(tcp.Services) == 0 && len(tcp.Middlewares) == 0) {
 		if src.TLS != nil {
-			return src, nil // TLS stores only
+			src.TCP = nil
+			return src, problems // TLS stores only
 		}
-		return provider.Source{}, nil
+		return provider.Source{}, problems
 	}
-	src.TCP = tcp
 	if len(tcp.Routers) == 0 && len(tcp.Services) == 0 {
-		return src, nil
+		return src, problems
 	}
 
 	servers := func(name, labelPort string) ([]config.TCPServer, error) {
@@ -196,9 +193,10 @@ func buildContainer(c Container, opts Options) (provider.Source, []provider.Prob
 		return []config.TCPServer{{Address: addr}}, nil
 	}
 	if p := provider.BuildTCPServiceConfiguration(src, serviceName(c), servers); p != nil {
-		return skip(*p)
+		src, skipped := skip(*p)
+		return src, append(problems, skipped...)
 	}
-	return src, provider.BuildTCPRouterConfiguration(src, "container", labels.Root)
+	return src, append(problems, provider.BuildTCPRouterConfiguration(src, "container", labels.Root)...)
 }
 
 // serverAddress picks the container's address for one service.

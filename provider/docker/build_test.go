@@ -5,10 +5,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/rs/zerolog"
+	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/provider"
 )
 
 // running returns a running container without health check on the bridge
@@ -33,7 +33,8 @@ func with(c Container, f func(*Container)) Container {
 	return c
 }
 
-// dbLabels are the README's Docker label example (router, middleware, service port).
+// dbLabels are the documented Docker label example (router, middleware, service
+// port: docs/reference/middlewares/inflightconn.md).
 func dbLabels() map[string]string {
 	return map[string]string{
 		"traefik.tcp.routers.db.rule":                          "HostSNI(`*`)",
@@ -345,14 +346,16 @@ func TestBuild(t *testing.T) {
 			wantProblems: []string{`tcp service "s" is defined differently by container "a" and container "b"; dropping it`},
 		},
 		{
-			name: "a bad label excludes only its container and names container and key",
+			// Issue 42: a bad label used to exclude its whole container.
+			name: "a bad label drops only the resource it declares, naming container, key and resource; the rest of the container applies",
 			containers: []Container{
 				running("bad", "10.0.0.1", map[string]string{"traefik.tcp.routers.bad.rule": "HostSNI(`*`)", "traefik.tcp.middlewares.m.inflightconn.amount": "abc"}, 1),
 				running("good", "10.0.0.2", map[string]string{"traefik.tcp.routers.good.rule": "HostSNI(`*`)"}, 1),
 			},
-			opts:         defaults(),
-			want:         tcp(map[string]*config.TCPRouter{"good": router("good")}, map[string]*config.TCPService{"good": svc("10.0.0.2:1")}, nil),
-			wantProblems: []string{`container "bad": label "traefik.tcp.middlewares.m.inflightconn.amount"="abc"`},
+			opts: defaults(),
+			want: tcp(map[string]*config.TCPRouter{"good": router("good"), "bad": router("bad")},
+				map[string]*config.TCPService{"good": svc("10.0.0.2:1"), "bad": svc("10.0.0.1:1")}, nil),
+			wantProblems: []string{`container "bad": label "traefik.tcp.middlewares.m.inflightconn.amount"="abc": amount must be an integer, got "abc": middleware "m" is dropped`},
 		},
 		{
 			name: "a bad knob label excludes the container",
@@ -367,6 +370,58 @@ func TestBuild(t *testing.T) {
 			containers: []Container{running("plain", "10.0.0.1", map[string]string{"maintainer": "x", "traefik.http.routers.r.rule": "Host(`x`)"}, 80)},
 			opts:       defaults(),
 			want:       nil,
+		},
+		{
+			name: "Traefik v3's forms: ipWhiteList (deprecated name of ipAllowList), healthcheck=true (an empty health check), unhealthyInterval",
+			containers: []Container{running("db", "10.0.0.1", map[string]string{
+				"traefik.tcp.routers.r.rule":                                         "HostSNI(`*`)",
+				"traefik.tcp.routers.r.middlewares":                                  "office",
+				"traefik.tcp.middlewares.office.ipwhitelist.sourcerange":             "10.0.0.0/8, 127.0.0.1",
+				"traefik.tcp.services.db.loadbalancer.server.port":                   "5432",
+				"traefik.tcp.services.db.loadbalancer.healthcheck":                   "true",
+				"traefik.tcp.services.db.loadbalancer.healthcheck.unhealthyinterval": "2s",
+			}, 5432)},
+			opts: defaults(),
+			want: func() *config.Dynamic {
+				s := svc("10.0.0.1:5432")
+				u := config.Duration(2 * time.Second)
+				s.LoadBalancer.HealthCheck = &config.TCPHealthCheck{UnhealthyInterval: &u}
+				return tcp(map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "db", Middlewares: []string{"office"}}},
+					map[string]*config.TCPService{"db": s},
+					map[string]*config.TCPMiddleware{"office": {IPWhiteList: &config.TCPIPAllowList{SourceRange: []string{"10.0.0.0/8", "127.0.0.1"}}}})
+			}(),
+		},
+		{
+			name: "an unknown key drops its resource alone: the router using the middleware stays (the proxy disables it), the other router serves",
+			containers: []Container{running("db", "10.0.0.1", map[string]string{
+				"traefik.tcp.routers.r.rule":                "HostSNI(`*`)",
+				"traefik.tcp.routers.r.middlewares":         "m",
+				"traefik.tcp.routers.other.rule":            "ClientIP(`10.0.0.0/8`)",
+				"traefik.tcp.routers.other.service":         "db",
+				"traefik.tcp.routers.typo.rule":             "HostSNI(`*`)",
+				"traefik.tcp.routers.typo.servce":           "db",
+				"traefik.tcp.middlewares.m.ipallowlist.bad": "x",
+			}, 5432)},
+			opts: defaults(),
+			want: tcp(map[string]*config.TCPRouter{"r": {Rule: "HostSNI(`*`)", Service: "db", Middlewares: []string{"m"}}, "other": {Rule: "ClientIP(`10.0.0.0/8`)", Service: "db"}},
+				map[string]*config.TCPService{"db": svc("10.0.0.1:5432")}, nil),
+			wantProblems: []string{
+				`container "db": label "traefik.tcp.routers.typo.servce"="db": unknown key: field not found, node: servce: router "typo" is dropped`,
+				`container "db": label "traefik.tcp.middlewares.m.ipallowlist.bad"="x": unknown key: field not found, node: bad: middleware "m" is dropped`,
+			},
+		},
+		{
+			name: "a service dropped for a bad key takes with it the routers that name no service: no other service is inferred for them",
+			containers: []Container{running("db", "10.0.0.1", map[string]string{
+				"traefik.tcp.routers.r.rule":                          "HostSNI(`*`)",
+				"traefik.tcp.services.s.loadbalancer.server.port":     "5432",
+				"traefik.tcp.services.s.loadbalancer.healthcheck.bad": "1",
+			}, 5432)},
+			opts: defaults(),
+			wantProblems: []string{
+				`label "traefik.tcp.services.s.loadbalancer.healthcheck.bad"="1": unknown key: field not found, node: bad: service "s" is dropped`,
+				`container "db": router "r" names no service and a service of the container is dropped: dropped too, rather than routed to another (set traefik.tcp.routers.r.service)`,
+			},
 		},
 		{
 			name:       "a middleware-only container contributes its middleware",
@@ -444,7 +499,14 @@ func TestConstraintsExpression(t *testing.T) {
 	if _, err := parseConstraints("Label(`x`"); err == nil {
 		t.Fatal("malformed expression parsed")
 	}
-	if _, err := New(&config.DockerProvider{Constraints: "Nope(`x`)"}, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "providers.docker.constraints") {
+	if _, err := New(&config.DockerProvider{Constraints: "Nope(`x`)"}, provider.Options{}); err == nil || !strings.Contains(err.Error(), "providers.docker.constraints") {
 		t.Fatalf("New with a bad expression: %v, want an error naming providers.docker.constraints", err)
 	}
+}
+
+// build is Build as the provider's Message carries it: the configuration
+// and the problems.
+func build(containers []Container, opts Options) (*config.Dynamic, []string) {
+	m := Build(containers, opts).Message(Name)
+	return m.Configuration, m.Problems
 }

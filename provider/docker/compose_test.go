@@ -23,7 +23,7 @@ func composeCmd() ([]string, error) {
 	if p, err := exec.LookPath("docker-compose"); err == nil {
 		return []string{p}, nil
 	}
-	if err := exec.Command("docker", "compose", "version").Run(); err == nil {
+	if err := itest.DockerCommand("compose", "version").Run(); err == nil {
 		return []string{"docker", "compose"}, nil
 	}
 	return nil, fmt.Errorf("neither docker-compose nor the docker compose plugin is installed")
@@ -116,7 +116,7 @@ func TestComposeDemo(t *testing.T) {
 	copyFile("docker-compose.yml", "docker-compose.yml")
 	copyFile("Dockerfile", "Dockerfile")
 	copyFile(".dockerignore", ".dockerignore") // the root context must not send the Consul agent
-	must(itest.TraefikLink(dir))
+	must(itest.ImageFiles(dir))
 	copyFile("examples/echo/Dockerfile", "examples/echo/Dockerfile")
 	copyFile("examples/consul/Dockerfile", "examples/consul/Dockerfile")
 	copyFile("examples/consul/.dockerignore", "examples/consul/.dockerignore")

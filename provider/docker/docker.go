@@ -10,28 +10,36 @@
 // Run is level-triggered. Container events (start, die, stop, kill, destroy,
 // pause, unpause, rename, health_status, create) are only wake-ups: after one,
 // the events already queued are drained, then every container is listed
-// again and one complete snapshot is sent. A periodic resync
-// (refreshInterval) is the safety net for what events do not say (a network
-// connected to a running container). When the engine cannot be reached, Run
-// sends a Message with Err set, so the watcher keeps the last good
-// configuration serving, and reconnects with capped exponential backoff
-// (provider.Feed.Reconnect); on reconnection it resyncs at once.
+// again and one complete snapshot is sent. Listing is one request; only the
+// containers that are new, named by an event since the last listing, or
+// whose state, name or networks the list shows changed are inspected again
+// (the others' inspect answers are kept: a container's labels and ports do
+// not change), so that a change costs the engine a few requests however
+// many containers it runs. A periodic resync (refreshInterval) inspects
+// every container again: the safety net for what neither events nor the
+// list say. Each connection is one attempt of the provider runtime
+// (provider.Loop): when the engine cannot be reached, the watcher is told
+// (Message.Err) and keeps the last good configuration serving, and the
+// provider reconnects with the runtime's backoff; on reconnection it
+// resyncs at once, inspecting everything.
 package docker
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
 	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -47,8 +55,8 @@ const Name = "docker"
 // DOCKER_HOST is set.
 const DefaultEndpoint = engine.DefaultEndpoint
 
-// Timing of each request to the engine (the reconnect loop's is
-// provider.Reconnect's).
+// Timing of each request to the engine (the reconnections' is the
+// runtime's, provider.Backoff).
 const (
 	requestTimeout = 10 * time.Second
 	// inspectWorkers bounds concurrent ContainerInspect calls in one fetch.
@@ -79,6 +87,7 @@ type Provider struct {
 	closer   func() error
 	opts     Options
 	log      zerolog.Logger
+	backoff  provider.Backoff
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -88,7 +97,7 @@ var _ provider.Provider = (*Provider)(nil)
 // version is negotiated with the engine. New does not contact the engine: an
 // engine that is down is reported by Run. It fails on a malformed endpoint or
 // constraints expression.
-func New(cfg *config.DockerProvider, log zerolog.Logger) (*Provider, error) {
+func New(cfg *config.DockerProvider, po provider.Options) (*Provider, error) {
 	var c config.DockerProvider
 	if cfg != nil {
 		c = *cfg
@@ -120,7 +129,8 @@ func New(cfg *config.DockerProvider, log zerolog.Logger) (*Provider, error) {
 		api:      cl,
 		closer:   cl.Close,
 		opts:     optionsFrom(&c, match),
-		log:      log.With().Str("provider", Name).Logger(),
+		log:      po.Log.With().Str("provider", Name).Logger(),
+		backoff:  po.Backoff,
 	}, nil
 }
 
@@ -143,35 +153,47 @@ func (p *Provider) Name() string { return Name }
 // Run watches the engine until ctx is done, sending complete snapshots to out.
 // It returns nil when ctx is done.
 func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
-	defer func() {
-		if p.closer != nil {
-			_ = p.closer()
-		}
-	}()
-	s := &session{p: p, feed: &provider.Feed{Out: out, Name: Name}}
-	s.feed.Reconnect(ctx, p.log.With().Str("endpoint", p.endpoint).Logger(),
-		"Docker engine unreachable, keeping the last configuration", s.run)
+	s := &session{p: p}
+	provider.Loop{Name: Name, What: "Docker engine", Log: p.log.With().Str("endpoint", p.endpoint).Logger(),
+		Backoff: p.backoff, Close: p.closer, Attempt: s.run}.Run(ctx, out)
 	return nil
 }
 
-// session is one Run: the provider and its side of the message channel.
+// session is one Run: the provider and what the current connection has
+// inspected.
 type session struct {
-	p    *Provider
-	feed *provider.Feed
+	p *Provider
+	// known are the containers the last resync read, by ID; stale are the
+	// IDs events named since (their next resync inspects them again). Both
+	// are used by the goroutine that follows the engine only, and start
+	// empty with each connection: events may have been missed.
+	known map[string]known
+	stale map[string]bool
 }
 
-// run connects, sends a snapshot, and follows events until the connection
-// fails (returning why) or ctx is done.
-func (s *session) run(ctx context.Context) error {
+// known is one container as a resync read it: its inspect answer, and what
+// the list said of it then.
+type known struct {
+	c    Container
+	list string // listed(summary) when c was inspected
+}
+
+// run connects, sends a snapshot through sink, and follows events until the
+// connection fails (returning why) or ctx is done.
+func (s *session) run(ctx context.Context, sink *provider.Sink) error {
 	p := s.p
+	s.known, s.stale = nil, map[string]bool{}
 	f := engine.Follow{
 		API: p.api, Endpoint: p.endpoint, Timeout: p.reqTimeout(),
 		Wakes: func(ev events.Message) bool {
 			p.log.Debug().Str("action", string(ev.Action)).Str("container", ev.Actor.Attributes["name"]).Msg("Docker event")
+			if ev.Actor.ID != "" {
+				s.stale[ev.Actor.ID] = true
+			}
 			return true
 		},
 		Refresh: config.Std(p.cfg.RefreshInterval),
-		Resync:  func(ctx context.Context, _ bool) (time.Duration, error) { return 0, s.resync(ctx) },
+		Resync:  func(ctx context.Context, woken bool) (time.Duration, error) { return 0, s.resync(ctx, sink, woken) },
 		Connected: func() {
 			p.log.Info().Str("endpoint", p.endpoint).Msg("Connected to the Docker engine")
 		},
@@ -186,57 +208,73 @@ func (s *session) run(ctx context.Context) error {
 	return f.Run(ctx)
 }
 
-// resync fetches every container, builds and sends the snapshot.
-func (s *session) resync(ctx context.Context) error {
+// resync fetches every container, builds and sends the snapshot. Woken by
+// an event (or the connection's first), it inspects only what may have
+// changed; on the refresh period (woken false), everything.
+func (s *session) resync(ctx context.Context, sink *provider.Sink, woken bool) error {
 	p := s.p
-	containers, err := fetch(ctx, p.api, p.reqTimeout())
+	keep := s.known
+	if !woken {
+		keep = nil
+	}
+	stale := s.stale
+	s.stale = map[string]bool{} // events read from now on are after this listing
+	containers, known, err := fetch(ctx, p.api, p.reqTimeout(), keep, stale)
 	if err != nil {
+		s.known = nil // the next resync inspects everything
 		return err
 	}
-	conf, problems := build(containers, p.opts)
-	msg := provider.Message{ProviderName: Name, Configuration: conf, Problems: problems}
-	if !s.feed.Snapshot(ctx, msg, func(provider.Message) {
-		for _, pr := range problems {
-			p.log.Error().Str("problem", pr).Msg("Docker container skipped")
-		}
-	}) {
+	s.known = known
+	if !sink.Result(ctx, Build(containers, p.opts)) {
 		return ctx.Err()
 	}
 	return nil
 }
 
 // fetch lists the containers (all states) and inspects those that carry a
-// `traefik.` label: the others can contribute nothing.
-func fetch(ctx context.Context, api dockerAPI, timeout time.Duration) ([]Container, error) {
+// `traefik.` label: the others can contribute nothing. A container in
+// prev, not in stale, whose list entry reads as it did when it was
+// inspected, is not inspected again: its labels and ports are fixed at
+// creation, and what changes (its state, health, name, networks) comes
+// with an event or shows in the list. One that shares another's network
+// stack is always inspected (the other's networks may have changed). It
+// returns the containers and what to keep for the next fetch.
+func fetch(ctx context.Context, api dockerAPI, timeout time.Duration, prev map[string]known, stale map[string]bool) ([]Container, map[string]known, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	list, err := api.ContainerList(ctx, container.ListOptions{All: true})
 	if err != nil {
-		return nil, fmt.Errorf("listing containers: %w", err)
+		return nil, nil, fmt.Errorf("listing containers: %w", err)
 	}
-	var ids []string
+	var items []container.Summary
 	for _, c := range list {
 		if hasTraefikLabel(c.Labels) {
-			ids = append(ids, c.ID)
+			items = append(items, c)
 		}
 	}
-	out := make([]Container, len(ids))
-	keep := make([]bool, len(ids))
-	errs := make([]error, len(ids))
+	out := make([]Container, len(items))
+	lists := make([]string, len(items))
+	keep := make([]bool, len(items))
+	errs := make([]error, len(items))
 	sem := make(chan struct{}, inspectWorkers)
 	var wg sync.WaitGroup
-	for i, id := range ids {
+	for i, item := range items {
+		lists[i] = listed(item)
+		if k, ok := prev[item.ID]; ok && !stale[item.ID] && k.list == lists[i] && !strings.HasPrefix(k.c.NetworkMode, "container:") {
+			out[i], keep[i] = k.c, true
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			ins, err := api.ContainerInspect(ctx, id)
-			if errdefs.IsNotFound(err) {
+			ins, err := api.ContainerInspect(ctx, item.ID)
+			if cerrdefs.IsNotFound(err) {
 				return // removed since the list
 			}
 			if err != nil {
-				errs[i] = fmt.Errorf("inspecting container %s: %w", id, err)
+				errs[i] = fmt.Errorf("inspecting container %s: %w", item.ID, err)
 				return
 			}
 			d, err := parseInspect(ctx, api, ins)
@@ -249,15 +287,39 @@ func fetch(ctx context.Context, api dockerAPI, timeout time.Duration) ([]Contain
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res := out[:0]
+	next := make(map[string]known, len(items))
 	for i := range out {
 		if keep[i] {
 			res = append(res, out[i])
+			next[items[i].ID] = known{c: out[i], list: lists[i]}
 		}
 	}
-	return res, nil
+	return res, next, nil
+}
+
+// listed is what the list says of a container that an inspect would read
+// differently when it changes: its state, its names and its networks'
+// addresses. (The list's Status, "Up 3 minutes", changes with time alone;
+// health changes come with a health_status event.)
+func listed(c container.Summary) string {
+	var b strings.Builder
+	b.WriteString(c.State)
+	for _, n := range c.Names {
+		b.WriteString("\x00" + n)
+	}
+	b.WriteString("\x00" + c.HostConfig.NetworkMode)
+	if ns := c.NetworkSettings; ns != nil {
+		for _, name := range slices.Sorted(maps.Keys(ns.Networks)) {
+			b.WriteString("\x00" + name)
+			if ep := ns.Networks[name]; ep != nil {
+				b.WriteString("=" + ep.IPAddress + "," + ep.GlobalIPv6Address)
+			}
+		}
+	}
+	return b.String()
 }
 
 func hasTraefikLabel(m map[string]string) bool {
@@ -311,7 +373,7 @@ func parseInspect(ctx context.Context, api dockerAPI, ins container.InspectRespo
 		peer, err := api.ContainerInspect(ctx, other)
 		if err == nil && peer.NetworkSettings != nil {
 			d.Networks = networksOf(peer.NetworkSettings)
-		} else if err != nil && !errdefs.IsNotFound(err) {
+		} else if err != nil && !cerrdefs.IsNotFound(err) {
 			return d, fmt.Errorf("inspecting container %s (network peer of %s): %w", other, d.Name, err)
 		}
 	}

@@ -2,7 +2,6 @@ package docker
 
 import (
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -35,7 +34,7 @@ func runEcho(t testing.TB, name string, labels map[string]string, extra ...strin
 	}
 	args = append(args, extra...)
 	args = append(args, img)
-	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
+	t.Cleanup(func() { _ = itest.DockerCommand("rm", "-f", name).Run() })
 	itest.Docker(t, args...)
 	return name
 }

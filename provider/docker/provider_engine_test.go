@@ -43,7 +43,7 @@ func summary(m provider.Message) string {
 // startProvider runs a provider for cfg until t ends.
 func startProvider(t *testing.T, cfg *config.DockerProvider) *recorder {
 	t.Helper()
-	p, err := New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel))
+	p, err := New(cfg, provider.Options{Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,9 +142,18 @@ func TestEngineBadLabelIsAProblem(t *testing.T) {
 		}
 		return false
 	})
-	if routerOf(m, "bad-"+u) != nil {
-		t.Fatalf("router of the container with a bad label is served: %+v", routerOf(m, "bad-"+u))
+	// The label drops its middleware alone (issue 42; it used to exclude
+	// the container): the container's router, which does not use it, is served.
+	if routerOf(m, "bad-"+u) == nil || middlewareOf(m, "bad-"+u) != nil {
+		t.Fatalf("router %+v, middleware %+v: want the router kept and the bad middleware dropped", routerOf(m, "bad-"+u), middlewareOf(m, "bad-"+u))
 	}
+}
+
+func middlewareOf(m provider.Message, name string) *config.TCPMiddleware {
+	if m.Configuration == nil || m.Configuration.TCP == nil {
+		return nil
+	}
+	return m.Configuration.TCP.Middlewares[name]
 }
 
 func TestEngineOutageThroughRelay(t *testing.T) {

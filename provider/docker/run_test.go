@@ -164,7 +164,7 @@ func TestNewEndpoint(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("DOCKER_HOST", tt.env)
-			p, err := New(&config.DockerProvider{Endpoint: tt.cfg}, zerolog.Nop())
+			p, err := New(&config.DockerProvider{Endpoint: tt.cfg}, provider.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +176,7 @@ func TestNewEndpoint(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(&config.DockerProvider{Endpoint: "no-scheme-here"}, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "providers.docker.endpoint") {
+	if _, err := New(&config.DockerProvider{Endpoint: "no-scheme-here"}, provider.Options{}); err == nil || !strings.Contains(err.Error(), "providers.docker.endpoint") {
 		t.Fatalf("New with a malformed endpoint: %v, want an error naming providers.docker.endpoint", err)
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -39,6 +41,9 @@ type Provider struct {
 	// tlsPaths are the TLS files the last Load read (absolute): Run
 	// watches their directories too.
 	tlsPaths []string
+	// maxFileSize bounds each file read (limits.maxFileSize).
+	maxFileSize int64
+	backoff     provider.Backoff
 }
 
 type goodConfig struct {
@@ -48,10 +53,15 @@ type goodConfig struct {
 
 var _ provider.Provider = (*Provider)(nil)
 
-// New returns a file provider for cfg (filename or directory).
-func New(cfg *config.FileProvider, log zerolog.Logger) *Provider {
-	return &Provider{cfg: *cfg, log: log.With().Str("provider", Name).Logger(), reload: make(chan struct{}, 1),
-		lastGood: map[string]goodConfig{}}
+// New returns a file provider for cfg (filename or directory, not both).
+// Each file read is bounded by po.Limits' maxFileSize: a larger file is an
+// error naming the limit, and it keeps its last good configuration.
+func New(cfg *config.FileProvider, po provider.Options) (*Provider, error) {
+	if cfg == nil || (cfg.Filename == "") == (cfg.Directory == "") {
+		return nil, errors.New("providers.file: set filename or directory")
+	}
+	return &Provider{cfg: *cfg, log: po.Log.With().Str("provider", Name).Logger(), reload: make(chan struct{}, 1),
+		lastGood: map[string]goodConfig{}, maxFileSize: po.Limits.Resolved().MaxFileSize, backoff: po.Backoff}, nil
 }
 
 // Name returns "file".
@@ -73,20 +83,34 @@ const settleTime = 15 * time.Millisecond
 // says that tollgate waits for its writer.
 const slowWriter = 10 * time.Second
 
-// Run sends the configuration now and after every change until ctx is done.
+// Run sends the configuration now and after every change until ctx is
+// done, on the provider runtime (provider.Loop): every read is sent, even
+// unchanged (each follows a change or SIGHUP), and a file that does not
+// decode is reported once (Message.Err) until a read succeeds again.
 //
 // A change is read once the writer is done: a file written in place is read
 // after its writer closes it (never while it is half-written, however long
 // the writer pauses), a file renamed into place (editors, atomic writers,
 // Kubernetes ConfigMaps) once the directory has been quiet for settleTime.
-// SIGHUP (Reload) reads at once.
+// SIGHUP (Reload) reads at once. A directory that cannot be watched is
+// retried with the runtime's backoff.
 func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
-	var w *dirWatcher
+	provider.LowPriority() // reading 100,000 routers takes a core: the event loops come first
+	provider.Loop{Name: Name, What: "files", Log: p.log, Backoff: p.backoff, Resend: true, Wake: p.reload,
+		Attempt: p.follow}.Run(ctx, out)
+	return nil
+}
+
+// follow reads the files and sends what they say; with watch, it watches
+// their directory and reads them again after each change, returning only
+// when the watch fails (or ctx is done).
+func (p *Provider) follow(ctx context.Context, s *provider.Sink) error {
 	dir := p.cfg.Directory
 	if dir == "" {
 		// Watch the folder: editors and ConfigMaps replace the file by rename.
 		dir = filepath.Dir(p.cfg.Filename)
 	}
+	var w *dirWatcher
 	if p.cfg.Watch {
 		var err error
 		if w, err = watchDir(dir); err != nil {
@@ -94,33 +118,29 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 		}
 		defer w.Close()
 	}
-	send := func() bool {
+	read := func() bool {
 		m := p.Load()
 		if w != nil {
 			p.watchTLSDirs(w, dir)
 		}
-		select {
-		case out <- m:
-			return true
-		case <-ctx.Done():
-			return false
+		if m.Err != nil {
+			return s.Fail(ctx, m.Err) // not retried: the next change reads it again
 		}
+		return s.Snapshot(ctx, m)
 	}
-	if !send() {
-		return nil
+	if !read() {
+		return ctx.Err()
 	}
 	if w == nil {
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-p.reload:
-				if !send() {
-					return nil
-				}
-			}
-		}
+		return nil // the next read is on SIGHUP (the runtime's Wake)
 	}
+	return p.events(ctx, w, dir, read)
+}
+
+// events reads the files again (read) after each change the watch reports,
+// once the writer is done, until the watch fails (returning why) or ctx is
+// done.
+func (p *Provider) events(ctx context.Context, w *dirWatcher, dir string, read func() bool) error {
 	var (
 		writing = map[string]time.Time{} // open for writing: modified, not yet closed
 		warned  = map[string]bool{}
@@ -134,15 +154,15 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return ctx.Err()
 		case <-p.reload:
-			if !send() {
-				return nil
+			if !read() {
+				return ctx.Err()
 			}
 			continue
 		case ev, ok := <-w.Events:
 			if !ok {
-				return nil
+				return errors.New("file provider: the watch of the directory ended")
 			}
 			if ev.name == "" { // a directory itself went away
 				if ev.dir == dir {
@@ -172,8 +192,8 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 		case <-settle.C:
 			if dirty && len(writing) == 0 {
 				dirty = false
-				if !send() {
-					return nil
+				if !read() {
+					return ctx.Err()
 				}
 			}
 			continue
@@ -257,18 +277,23 @@ func isConfigFile(path string) bool {
 }
 
 // Load reads the configured file or directory into one Message. A file that
-// fails to parse makes the whole message an error, so the watcher keeps the
-// last good configuration. A file with no dynamic configuration at all
-// (empty, comments only, an empty tcp section) is not applied: it keeps its
-// last configuration, and a warning names it.
+// does not decode (or whose template does not render) keeps its last good
+// configuration: the configured file makes the message an error, so the
+// watcher keeps the last configuration; in a directory, that file's last
+// good configuration (none if it never had one) is merged with the others',
+// and a problem names the file and the error. A file with no dynamic
+// configuration at all (empty, comments only, an empty tcp section) is not
+// applied: it keeps its last configuration, and a warning names it.
 func (p *Provider) Load() provider.Message {
 	m := provider.Message{ProviderName: Name}
 	if p.cfg.Filename != "" {
-		d, ignored, err := p.decodeFile(p.cfg.Filename)
+		d, ignored, dropped, err := p.decodeFile(p.cfg.Filename)
 		if err != nil {
 			m.Err = err
 			return m
 		}
+		p.shareUnchanged(p.cfg.Filename, d)
+		m.Problems = append(m.Problems, dropped...)
 		m.Warnings = append(m.Warnings, ignored...)
 		d, warning := p.keepIfEmpty(p.cfg.Filename, d, len(ignored) > 0)
 		if warning != "" {
@@ -301,18 +326,30 @@ func (p *Provider) Load() provider.Message {
 	for _, n := range names {
 		path := filepath.Join(p.cfg.Directory, n)
 		seen[path] = true
-		d, ignored, err := p.decodeFile(path)
+		d, ignored, dropped, err := p.decodeFile(path)
 		if err != nil {
-			m.Err = err
-			return m
-		}
-		m.Warnings = append(m.Warnings, ignored...)
-		d, warning := p.keepIfEmpty(path, d, len(ignored) > 0)
-		if warning != "" {
-			m.Warnings = append(m.Warnings, warning)
-		}
-		if d == nil {
-			continue
+			// This file alone: it keeps its last good configuration, the
+			// others apply (a file over its template's budget must not
+			// hold back an edit of another).
+			g, ok := p.lastGood[path]
+			if !ok {
+				m.Problems = append(m.Problems, fmt.Sprintf("%v: nothing from this file is served", err))
+				continue
+			}
+			m.Problems = append(m.Problems, fmt.Sprintf("%v: keeping this file's last good configuration, read at %s", err, g.at.Format(time.RFC3339)))
+			d = g.d
+		} else {
+			p.shareUnchanged(path, d)
+			m.Problems = append(m.Problems, dropped...)
+			m.Warnings = append(m.Warnings, ignored...)
+			var warning string
+			d, warning = p.keepIfEmpty(path, d, len(ignored) > 0)
+			if warning != "" {
+				m.Warnings = append(m.Warnings, warning)
+			}
+			if d == nil {
+				continue
+			}
 		}
 		d, paths, problems := ReadTLSFiles(d)
 		tlsPaths = append(tlsPaths, paths...)
@@ -336,6 +373,36 @@ func (p *Provider) Load() provider.Message {
 	}
 	m.Configuration = merger.Dynamic()
 	return m
+}
+
+// shareUnchanged replaces each router, service and middleware of d (just
+// decoded from path) that equals the one of the same name in path's last
+// good configuration with that one: the configuration serving and the one
+// compiled beside it while a change applies share what did not change,
+// instead of holding it twice (a file of 100,000 routers with their
+// services and middlewares: 46 MB). Nothing writes a configuration once
+// decoded, so the two may share.
+func (p *Provider) shareUnchanged(path string, d *config.Dynamic) {
+	g, ok := p.lastGood[path]
+	if !ok || g.d == nil || g.d.TCP == nil || d == nil || d.TCP == nil {
+		return
+	}
+	shareEqual(g.d.TCP.Routers, d.TCP.Routers)
+	shareEqual(g.d.TCP.Services, d.TCP.Services)
+	shareEqual(g.d.TCP.Middlewares, d.TCP.Middlewares)
+}
+
+// shareEqual sets each value of next that equals prev's of the same name
+// to prev's.
+func shareEqual[V any](prev, next map[string]*V) {
+	if len(prev) == 0 {
+		return
+	}
+	for name, v := range next {
+		if old, ok := prev[name]; ok && old != v && reflect.DeepEqual(old, v) {
+			next[name] = old
+		}
+	}
 }
 
 // prefixed names the configuration file in front of each of its problems.
@@ -385,31 +452,79 @@ func isEmpty(d *config.Dynamic) bool {
 // as a template first (Decode). Keys are case-insensitive; an unknown key is
 // an error naming it and the file.
 func DecodeFile(path string) (*config.Dynamic, error) {
-	d, _, _, err := decodeFile(path)
+	d, _, _, dropped, err := decodeFile(path, config.DefaultMaxFileSize)
+	if err == nil && len(dropped) > 0 {
+		return nil, dropped[0]
+	}
 	return d, err
 }
 
-// decodeFile is DecodeFile, with the text decoded and whether the file was
-// a template (the text is what it rendered).
-func decodeFile(path string) (d *config.Dynamic, text string, templated bool, err error) {
+// decodeFile is DecodeFile keeping what decodes (DecodeAll), with the text
+// decoded and whether the file was a template (the text is what it
+// rendered).
+func decodeFile(path string, maxSize int64) (d *config.Dynamic, text string, templated bool, dropped []*DroppedError, err error) {
 	if !isConfigFile(path) {
-		return nil, "", false, fmt.Errorf("file %q: unsupported extension (use .yml, .yaml or .toml)", path)
+		return nil, "", false, nil, fmt.Errorf("file %q: unsupported extension (use .yml, .yaml or .toml)", path)
 	}
-	content, err := os.ReadFile(path)
+	content, err := readConfig(path, maxSize)
 	if err != nil {
-		return nil, "", false, fmt.Errorf("reading %q: %w", path, err)
+		return nil, "", false, nil, fmt.Errorf("reading %q: %w", path, err)
 	}
-	d, text, err = Decode(string(content), filepath.Ext(path), path)
-	return d, text, err == nil && text != string(content), err
+	d, text, dropped, err = DecodeAll(content, filepath.Ext(path), path)
+	return d, text, err == nil && text != content, dropped, err
+}
+
+// readConfig reads a dynamic file. A FIFO, a device or a directory with a
+// configuration file's name is an error, not a read that holds the provider
+// (and every other file's reload with it) until a writer comes.
+//
+// A file over maxSize bytes is an error naming limits.maxFileSize. The text
+// is read into one buffer of the file's size (io.ReadAll doubles its
+// buffer: four times a large file's size).
+func readConfig(path string, maxSize int64) (string, error) {
+	// O_NONBLOCK: opening a FIFO must not wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	tooBig := func(n int64) error {
+		return fmt.Errorf("the file is %d bytes, over limits.maxFileSize (%d bytes): it is not read", n, maxSize)
+	}
+	if fi.Size() > maxSize {
+		return "", tooBig(fi.Size())
+	}
+	var b strings.Builder
+	b.Grow(int(fi.Size()) + 512)
+	n, err := io.Copy(&b, io.LimitReader(f, maxSize+1))
+	if err != nil {
+		return "", err
+	}
+	if n > maxSize {
+		return "", tooBig(n) // it grew while being read
+	}
+	return b.String(), nil
 }
 
 // decodeFile is DecodeFile, logging what a template rendered at debug level
 // with debugLogGeneratedTemplate, as Traefik does; it returns the warnings
-// about the file's sections tollgate does not read (Ignored).
-func (p *Provider) decodeFile(path string) (*config.Dynamic, []string, error) {
-	d, text, templated, err := decodeFile(path)
+// about the file's sections tollgate does not read (Ignored), and the
+// resources left out because a key of theirs does not decode (DroppedError).
+func (p *Provider) decodeFile(path string) (*config.Dynamic, []string, []string, error) {
+	d, text, templated, dropped, err := decodeFile(path, p.maxFileSize)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	var problems []string
+	for _, e := range dropped {
+		problems = append(problems, e.Error())
 	}
 	if templated && p.cfg.DebugLogGeneratedTemplate {
 		p.log.Debug().Str("filename", path).Msg("Template content: " + text)
@@ -421,7 +536,7 @@ func (p *Provider) decodeFile(path string) (*config.Dynamic, []string, error) {
 		}
 		warnings = append(warnings, ig.In(path))
 	}
-	return d, warnings, nil
+	return d, warnings, problems, nil
 }
 
 // Ignored is a top-level section of a dynamic file that tollgate does not
@@ -451,6 +566,35 @@ func (ig Ignored) In(path string) string {
 // dynamic file's decoded text (YAML or TOML, by ext), in the order of their
 // lines. The file provider warns of each and tollgate check reports each.
 func IgnoredSections(text, ext string) []Ignored {
+	if e := strings.ToLower(ext); e == ".yml" || e == ".yaml" {
+		// The top-level keys without building the document (100,000
+		// routers are 460 MB of yaml.v3 nodes), as decodeerr.Find reads
+		// them: the first written in any case.
+		if keys, ok := TopKeysYAML(text); ok {
+			return IgnoredOf(keys)
+		}
+	}
+	return ignoredSections(text, ext)
+}
+
+// IgnoredOf is IgnoredSections of a YAML document whose top-level keys
+// (TopKeysYAML) are keys.
+func IgnoredOf(keys []TopKey) []Ignored {
+	var out []Ignored
+	for _, s := range []string{"http", "udp"} {
+		for _, k := range keys {
+			if strings.EqualFold(k.Written, s) {
+				out = append(out, Ignored{Section: k.Written, Line: k.Line})
+				break
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Ignored) int { return a.Line - b.Line })
+	return out
+}
+
+// ignoredSections is IgnoredSections through decodeerr.Find.
+func ignoredSections(text, ext string) []Ignored {
 	var out []Ignored
 	for _, s := range []string{"http", "udp"} {
 		if written, line := decodeerr.Find(text, ext, []string{s}); written != "" {
@@ -491,6 +635,12 @@ func DecodeContent(content, ext, name string) (d *config.Dynamic, err error) {
 	d = &config.Dynamic{}
 	if strings.TrimSpace(content) == "" {
 		return d, nil
+	}
+	switch strings.ToLower(ext) {
+	case ".yml", ".yaml":
+		if fast, ok := decodeYAMLFast(content); ok {
+			return fast, nil
+		}
 	}
 	if err := pfile.DecodeContent(content, strings.ToLower(ext), d); err != nil {
 		de := &DecodeError{File: name, Err: err}

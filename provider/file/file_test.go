@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/provider"
@@ -52,7 +53,7 @@ func TestDirectoryMergesAndReportsConflicts(t *testing.T) {
 	write("a.yml", "tcp:\n  middlewares:\n    m:\n      inFlightConn:\n        amount: 1\n")
 	write("b.toml", "[tcp.middlewares.m.inFlightConn]\namount = 2\n[tcp.middlewares.n.inFlightConn]\namount = 3\n")
 	write("ignored.txt", "not config")
-	p := New(&config.FileProvider{Directory: dir}, zerolog.Nop())
+	p := mustNew(t, &config.FileProvider{Directory: dir}, provider.Options{})
 	m := p.Load()
 	if m.Err != nil {
 		t.Fatal(m.Err)
@@ -77,7 +78,7 @@ func TestWatchAndReload(t *testing.T) {
 		}
 	}
 	write("1")
-	p := New(&config.FileProvider{Filename: path, Watch: true}, zerolog.Nop())
+	p := mustNew(t, &config.FileProvider{Filename: path, Watch: true}, provider.Options{})
 	out := make(chan provider.Message, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -170,7 +171,7 @@ func TestInPlaceWriteReadAfterClose(t *testing.T) {
 	if err := os.WriteFile(path, []byte(content("10")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := New(&config.FileProvider{Filename: path, Watch: true}, zerolog.Nop())
+	p := mustNew(t, &config.FileProvider{Filename: path, Watch: true}, provider.Options{})
 	out := make(chan provider.Message, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -219,7 +220,7 @@ func TestEmptiedFileKeepsLastConfiguration(t *testing.T) {
 	if err := os.WriteFile(path, []byte("tcp:\n  middlewares:\n    m:\n      inFlightConn:\n        amount: 7\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := New(&config.FileProvider{Filename: path, Watch: true}, zerolog.Nop())
+	p := mustNew(t, &config.FileProvider{Filename: path, Watch: true}, provider.Options{})
 	out := make(chan provider.Message, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -244,7 +245,7 @@ func TestEmptiedFileKeepsLastConfiguration(t *testing.T) {
 	if err := os.WriteFile(fresh, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m := New(&config.FileProvider{Filename: fresh}, zerolog.Nop()).Load()
+	m := mustNew(t, &config.FileProvider{Filename: fresh}, provider.Options{}).Load()
 	if m.Err != nil || !isEmpty(m.Configuration) || len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0], "nothing from it is served") {
 		t.Fatalf("empty from the start: %+v", m)
 	}
@@ -257,7 +258,7 @@ func TestDirectoryEmptiedAndRemovedFiles(t *testing.T) {
 	a, b := filepath.Join(dir, "a.yml"), filepath.Join(dir, "b.yml")
 	_ = os.WriteFile(a, []byte("tcp:\n  middlewares:\n    m:\n      inFlightConn:\n        amount: 1\n"), 0o644)
 	_ = os.WriteFile(b, []byte("tcp:\n  middlewares:\n    n:\n      inFlightConn:\n        amount: 2\n"), 0o644)
-	p := New(&config.FileProvider{Directory: dir}, zerolog.Nop())
+	p := mustNew(t, &config.FileProvider{Directory: dir}, provider.Options{})
 	if m := p.Load(); m.Err != nil || len(m.Configuration.TCP.Middlewares) != 2 {
 		t.Fatalf("%+v", m)
 	}
@@ -299,7 +300,7 @@ func TestDecodeErrorNamesFileAndLine(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			m := New(&config.FileProvider{Filename: path}, zerolog.Nop()).Load()
+			m := mustNew(t, &config.FileProvider{Filename: path}, provider.Options{}).Load()
 			var de *DecodeError
 			if !errors.As(m.Err, &de) || de.Line != tc.line {
 				t.Fatalf("Load: error %v, want a DecodeError on line %d", m.Err, tc.line)
@@ -338,7 +339,7 @@ func TestDecodeRateLimit(t *testing.T) {
 }
 
 // inFlightConn's store and failureMode decode from YAML and TOML alike
-// (README, "Running several replicas"); what they mean is the middleware's.
+// (docs/operations/replicas.md); what they mean is the middleware's.
 func TestDecodeSharedStore(t *testing.T) {
 	for _, in := range []struct{ content, ext string }{
 		{"tcp:\n  middlewares:\n    m:\n      inFlightConn:\n        amount: 10\n        store: shared\n        failureMode: open\n", ".yaml"},
@@ -373,7 +374,7 @@ func TestHTTPAndUDPSectionsAreIgnoredWithAWarning(t *testing.T) {
 	const udpPart = "UDP:\n  services:\n    dns:\n      loadBalancer:\n        servers:\n          - address: 127.0.0.1:53\n"
 	const tcpPart = "tcp:\n  middlewares:\n    m:\n      inFlightConn:\n        amount: 7\n"
 	write(httpPart + tcpPart + udpPart)
-	p := New(&config.FileProvider{Filename: path}, zerolog.Nop())
+	p := mustNew(t, &config.FileProvider{Filename: path}, provider.Options{})
 	m := p.Load()
 	want := []string{
 		fmt.Sprintf("file %q, line 1: tollgate routes TCP only: the http section is ignored", path),
@@ -394,9 +395,114 @@ func TestHTTPAndUDPSectionsAreIgnoredWithAWarning(t *testing.T) {
 	if err := os.WriteFile(toml, []byte("[tcp.middlewares.m.inFlightConn]\n  amount = 3\n\n[http.routers.web]\n  rule = \"Host(`a`)\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m = New(&config.FileProvider{Filename: toml}, zerolog.Nop()).Load()
+	m = mustNew(t, &config.FileProvider{Filename: toml}, provider.Options{}).Load()
 	want = []string{fmt.Sprintf("file %q, line 4: tollgate routes TCP only: the http section is ignored", toml)}
 	if m.Err != nil || amountOf(m) != 3 || !slices.Equal(m.Warnings, want) {
 		t.Fatalf("TOML: amount %d, err %v, warnings %q; want 3 and %q", amountOf(m), m.Err, m.Warnings, want)
+	}
+}
+
+// In a directory, a file that does not render (here over its template's
+// budget) or decode keeps its own last good configuration, with a problem
+// naming it; the other files apply, edits included. A file that never
+// rendered serves nothing.
+func TestDirectoryBadFileKeepsItsLastGood(t *testing.T) {
+	dir := t.TempDir()
+	a, b, c := filepath.Join(dir, "a.yml"), filepath.Join(dir, "b.yml"), filepath.Join(dir, "c.yml")
+	mw := func(name string, amount int) []byte {
+		return fmt.Appendf(nil, "tcp:\n  middlewares:\n    %s:\n      inFlightConn:\n        amount: %d\n", name, amount)
+	}
+	writeFile(t, a, mw("m", 1))
+	writeFile(t, b, mw("n", 2))
+	p := mustNew(t, &config.FileProvider{Directory: dir}, provider.Options{})
+	if m := p.Load(); m.Err != nil || len(m.Configuration.TCP.Middlewares) != 2 {
+		t.Fatalf("%+v", m)
+	}
+	hostile := "{{ range until 100000 }}{{ range until 100000 }}{{ end }}{{ end }}\n"
+	writeFile(t, b, append([]byte(hostile), mw("n", 5)...))
+	writeFile(t, c, []byte(hostile))
+	writeFile(t, a, mw("m", 3))
+	m := p.Load()
+	mws := m.Configuration.TCP.Middlewares
+	if m.Err != nil || len(mws) != 2 || mws["m"].InFlightConn.Amount != 3 || mws["n"].InFlightConn.Amount != 2 {
+		t.Fatalf("err %v, middlewares %v: want a.yml's edit (3) and b.yml's last good (2)", m.Err, mws)
+	}
+	if len(m.Problems) != 2 ||
+		!strings.Contains(m.Problems[0], b) || !strings.Contains(m.Problems[0], "rendering stopped: more than 1000000 steps") || !strings.Contains(m.Problems[0], "keeping this file's last good configuration") ||
+		!strings.Contains(m.Problems[1], c) || !strings.Contains(m.Problems[1], "nothing from this file is served") {
+		t.Fatalf("problems %q", m.Problems)
+	}
+	writeFile(t, b, mw("n", 4))
+	_ = os.Remove(c)
+	if m := p.Load(); m.Err != nil || len(m.Problems) != 0 || m.Configuration.TCP.Middlewares["n"].InFlightConn.Amount != 4 {
+		t.Fatalf("fixed: err %v, problems %q, middlewares %v", m.Err, m.Problems, m.Configuration.TCP.Middlewares)
+	}
+}
+
+// A FIFO with a configuration file's name is a problem of its own, not a
+// read that waits for a writer and holds every other file's reload.
+func TestDirectoryFIFOIsNotRead(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yml"), []byte("tcp:\n  middlewares:\n    m:\n      inFlightConn:\n        amount: 1\n"))
+	fifo := filepath.Join(dir, "b.yml")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := mustNew(t, &config.FileProvider{Directory: dir}, provider.Options{}).Load()
+	if m.Err != nil || m.Configuration.TCP.Middlewares["m"] == nil || len(m.Problems) != 1 ||
+		!strings.Contains(m.Problems[0], fifo) || !strings.Contains(m.Problems[0], "not a regular file") {
+		t.Fatalf("err %v, middlewares %v, problems %q", m.Err, m.Configuration.TCP.Middlewares, m.Problems)
+	}
+}
+
+// mustNew is New for a configuration the test knows to be right.
+func mustNew(t testing.TB, cfg *config.FileProvider, po provider.Options) *Provider {
+	t.Helper()
+	p, err := New(cfg, po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A reload shares with the last configuration the routers, services and
+// middlewares that did not change (the one serving and the one compiled
+// beside it hold them once), and decodes the changed ones anew: what it
+// sends is what a first read of the file sends.
+func TestReloadSharesUnchangedResources(t *testing.T) {
+	for _, dirMode := range []bool{false, true} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "dyn.yml")
+		write := func(addr string) {
+			content := "tcp:\n  routers:\n    a:\n      rule: \"HostSNI(`*`)\"\n      service: s\n      middlewares: [m]\n    b:\n      rule: \"HostSNI(`*`)\"\n      service: t\n" +
+				"  services:\n    s:\n      loadBalancer:\n        servers:\n          - address: 127.0.0.1:1\n    t:\n      loadBalancer:\n        servers:\n          - address: " + addr + "\n" +
+				"  middlewares:\n    m:\n      inFlightConn:\n        amount: 3\n"
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := &config.FileProvider{Filename: path}
+		if dirMode {
+			cfg = &config.FileProvider{Directory: dir}
+		}
+		p := mustNew(t, cfg, provider.Options{})
+		write("127.0.0.1:2")
+		first := p.Load()
+		write("127.0.0.1:3")
+		second := p.Load()
+		fresh := mustNew(t, cfg, provider.Options{}).Load()
+		if first.Err != nil || second.Err != nil || fresh.Err != nil {
+			t.Fatal(first.Err, second.Err, fresh.Err)
+		}
+		a, b := first.Configuration.TCP, second.Configuration.TCP
+		if a.Routers["a"] != b.Routers["a"] || a.Routers["b"] != b.Routers["b"] || a.Services["s"] != b.Services["s"] || a.Middlewares["m"] != b.Middlewares["m"] {
+			t.Errorf("directory %v: unchanged resources not shared with the last configuration", dirMode)
+		}
+		if a.Services["t"] == b.Services["t"] || b.Services["t"].LoadBalancer.Servers[0].Address != "127.0.0.1:3" {
+			t.Errorf("directory %v: changed service %+v, want a new one with the new address", dirMode, b.Services["t"].LoadBalancer)
+		}
+		if !reflect.DeepEqual(second.Configuration, fresh.Configuration) {
+			t.Errorf("directory %v: the reload sends %+v, a first read %+v", dirMode, second.Configuration.TCP, fresh.Configuration.TCP)
+		}
 	}
 }

@@ -1,10 +1,13 @@
 package file
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 
 	"github.com/Masterminds/sprig/v3"
@@ -19,35 +22,71 @@ const maxRendered = 16 << 20
 const maxListed = 100_000
 
 // Render executes a dynamic file as a Go template, as Traefik's file
-// provider executes every file it reads (README, "Templates in dynamic
-// files"): text/template with sprig's functions (env, default, until,
-// ...), plus normalize (provider.Normalize) and split (strings.Split), and
+// provider executes every file it reads (docs/reference/providers/file.md,
+// "Templates in dynamic files"): text/template with sprig's functions (env,
+// default, until, ...), plus normalize (provider.Normalize) and split (strings.Split), and
 // no data. A file without "{{" is returned as it is, as the template would
-// return it. What a file may make tollgate build is bounded: the rendered
-// text to maxRendered, and sprig's until, untilStep, seq and repeat, whose
-// sizes the file gives, to maxListed elements and maxRendered bytes.
+// return it.
 //
-// A template that does not parse or execute is a *DecodeError naming the
-// file and the line.
+// A render is bounded in what it writes (maxRendered), in what its
+// functions make and read (maxValues), in its work (maxSteps) and in time
+// (renderTimeout), whatever functions it uses: see budget.go. Sprig's
+// until, untilStep, seq, repeat and rand* are bounded besides, to
+// maxListed elements and maxRendered bytes.
+//
+// A template that does not parse or execute, or that goes over a bound, is
+// a *DecodeError naming the file and the line.
 func Render(content, name string) (string, error) {
 	if !strings.Contains(content, "{{") {
 		return content, nil
 	}
-	tmpl, err := template.New(name).Funcs(funcs).Parse(content)
+	ctx, cancel := context.WithTimeout(context.Background(), renderTimeout)
+	defer cancel()
+	var out boundedBuilder
+	r := renderers.Get().(*renderer)
+	defer renderers.Put(r)
+	b := r.budget
+	b.reset(ctx, &out)
+	defer b.release()
+	tmpl, err := template.New(name).Funcs(r.funcs).Parse(content)
 	if err != nil {
 		return "", templateError(name, err)
 	}
-	var out boundedBuilder
+	instrument(tmpl)
 	if err := tmpl.Execute(&out, nil); err != nil {
 		return "", templateError(name, err)
 	}
 	return out.String(), nil
 }
 
+// A renderer is a budget and the FuncMap charging it: every function of
+// funcs wrapped (budget.wrap), and the budget's hooks. Wrapping every
+// function costs more than a small render, so renderers are pooled; a
+// renderer serves one render at a time.
+type renderer struct {
+	budget *budget
+	funcs  template.FuncMap
+}
+
+var renderers = sync.Pool{New: func() any {
+	b := &budget{}
+	m := make(template.FuncMap, len(funcs)+8)
+	for name, fn := range funcs {
+		m[name] = b.wrap(name, fn)
+	}
+	m["getHostByName"] = b.wrap("getHostByName", b.getHostByName)
+	maps.Copy(m, b.hooks())
+	return &renderer{budget: b, funcs: m}
+}}
+
 // funcs are Traefik's: sprig's text functions, normalize and split, with
 // the ones that build something of a size the file gives bounded.
 var funcs = func() template.FuncMap {
 	m := sprig.TxtFuncMap()
+	// text/template's own functions that make strings, so that the budget
+	// counts them as the others (a FuncMap entry takes a builtin's place).
+	m["print"], m["printf"], m["println"] = fmt.Sprint, fmt.Sprintf, fmt.Sprintln
+	m["html"], m["js"], m["urlquery"] = template.HTMLEscaper, template.JSEscaper, template.URLQueryEscaper
 	m["normalize"] = provider.Normalize
 	m["split"] = strings.Split
 	m["until"] = func(count int) ([]int, error) {
@@ -164,17 +203,31 @@ func seq(params ...int) (string, error) {
 // boundedBuilder is a strings.Builder that refuses to grow past maxRendered.
 type boundedBuilder struct{ strings.Builder }
 
+// errRenderedTooBig is a template that writes more than maxRendered.
+var errRenderedTooBig = fmt.Errorf("the template renders over %d bytes", maxRendered)
+
 func (b *boundedBuilder) Write(p []byte) (int, error) {
 	if b.Len()+len(p) > maxRendered {
-		return 0, fmt.Errorf("the template renders over %d bytes", maxRendered)
+		return 0, errRenderedTooBig
 	}
 	return b.Builder.Write(p)
 }
 
 // templateError places text/template's error ("template: NAME:LINE:COL:
-// ..." or "template: NAME:LINE: ...") on its line.
+// ..." or "template: NAME:LINE: ...") on its line. A bound met is said
+// alone, not as the hook or function that met it.
 func templateError(name string, err error) *DecodeError {
 	de := &DecodeError{File: name, Err: err}
+	bound := true // a bound met, said alone
+	var be *BudgetError
+	switch {
+	case errors.As(err, &be):
+		de.Err = fmt.Errorf("template: %w", be)
+	case errors.Is(err, errRenderedTooBig):
+		de.Err = errRenderedTooBig
+	default:
+		bound = false
+	}
 	msg := err.Error()
 	rest, ok := strings.CutPrefix(msg, "template: "+name+":")
 	if !ok {
@@ -185,6 +238,10 @@ func templateError(name string, err error) *DecodeError {
 	if !ok || err2 != nil {
 		return de
 	}
+	de.Line = line
+	if bound {
+		return de
+	}
 	if col, more, ok := strings.Cut(after, ":"); ok {
 		if _, err := strconv.Atoi(col); err == nil {
 			after = more
@@ -192,6 +249,6 @@ func templateError(name string, err error) *DecodeError {
 	}
 	after = strings.TrimSpace(after)
 	after = strings.TrimPrefix(after, "executing "+strconv.Quote(name)+" ")
-	de.Line, de.Err = line, errors.New("template: "+after)
+	de.Err = errors.New("template: " + after)
 	return de
 }

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -184,27 +183,31 @@ func TestTLSDecodesAndInlinesFiles(t *testing.T) {
 	writeFile(t, filepath.Join(certs, "client.crt"), clCert)
 	writeFile(t, filepath.Join(certs, "client.key"), clKey)
 	inlinePEM := "-----BEGIN CERTIFICATE-----\ninline\n-----END CERTIFICATE-----\n"
+	// A file read is its content behind a line naming the path as written.
+	read := func(name string, b []byte) config.FileOrContent {
+		return config.FileContent(filepath.Join(certs, name), b)
+	}
 	delay := 100
 	want := &config.Dynamic{
 		TLS: &config.TLSConfiguration{
 			Certificates: []*config.CertAndStores{
-				{Certificate: config.Certificate{CertFile: config.FileOrContent(dbCert), KeyFile: config.FileOrContent(dbKey)}},
+				{Certificate: config.Certificate{CertFile: read("db.crt", dbCert), KeyFile: read("db.key", dbKey)}},
 				{Certificate: config.Certificate{CertFile: config.FileOrContent(inlinePEM), KeyFile: config.FileOrContent(certs + "/missing.key")}, Stores: []string{"default"}},
 			},
 			Options: map[string]config.TLSOptions{
 				"default": {MinVersion: "VersionTLS12"},
 				"mtls": {MinVersion: "VersionTLS13", CipherSuites: []string{"TLS_AES_128_GCM_SHA256"}, CurvePreferences: []string{"X25519", "CurveP256"},
 					SniStrict: true, ALPNProtocols: []string{"postgresql"},
-					ClientAuth: config.ClientAuth{CAFiles: []config.FileOrContent{config.FileOrContent(caCert)}, ClientAuthType: "RequireAndVerifyClientCert"}},
+					ClientAuth: config.ClientAuth{CAFiles: []config.FileOrContent{read("ca.crt", caCert)}, ClientAuthType: "RequireAndVerifyClientCert"}},
 			},
-			Stores: map[string]config.TLSStore{"default": {DefaultCertificate: &config.Certificate{CertFile: config.FileOrContent(dbCert), KeyFile: config.FileOrContent(dbKey)}}},
+			Stores: map[string]config.TLSStore{"default": {DefaultCertificate: &config.Certificate{CertFile: read("db.crt", dbCert), KeyFile: read("db.key", dbKey)}}},
 		},
 		TCP: &config.TCPConfiguration{
 			ServersTransports: map[string]*config.TCPServersTransport{"pg": {
 				DialTimeout: config.Duration(5 * time.Second), DialKeepAlive: config.Duration(30 * time.Second), TerminationDelay: durationPtr(200 * time.Millisecond),
 				ProxyProtocol: &config.ProxyProtocol{Version: 1},
-				TLS: &config.TLSClientConfig{ServerName: "db.internal", RootCAs: []config.FileOrContent{config.FileOrContent(caCert)}, PeerCertURI: "spiffe://db",
-					Certificates: []config.Certificate{{CertFile: config.FileOrContent(clCert), KeyFile: config.FileOrContent(clKey)}}},
+				TLS: &config.TLSClientConfig{ServerName: "db.internal", RootCAs: []config.FileOrContent{read("ca.crt", caCert)}, PeerCertURI: "spiffe://db",
+					Certificates: []config.Certificate{{CertFile: read("client.crt", clCert), KeyFile: read("client.key", clKey)}}},
 			}},
 			Routers: map[string]*config.TCPRouter{"db": {Rule: "HostSNI(`db.example`)", Service: "db",
 				TLS: &config.RouterTCPTLSConfig{Options: "mtls", Domains: []config.Domain{{Main: "db.example", SANs: []string{"a.db.example"}}}}}},
@@ -217,7 +220,7 @@ func TestTLSDecodesAndInlinesFiles(t *testing.T) {
 		t.Run(ext, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "dyn"+ext)
 			writeFile(t, path, []byte(strings.ReplaceAll(content, "%CERTS%", certs)))
-			m := New(&config.FileProvider{Filename: path}, zerolog.Nop()).Load()
+			m := mustNew(t, &config.FileProvider{Filename: path}, provider.Options{}).Load()
 			if m.Err != nil {
 				t.Fatal(m.Err)
 			}
@@ -247,7 +250,7 @@ func TestCertificateRewrittenIsANewSnapshot(t *testing.T) {
 	writeFile(t, key, k1)
 	path := filepath.Join(confDir, "tls.yml")
 	writeFile(t, path, []byte("tls:\n  certificates:\n    - certFile: "+crt+"\n      keyFile: "+key+"\n"))
-	p := New(&config.FileProvider{Filename: path, Watch: true}, zerolog.Nop())
+	p := mustNew(t, &config.FileProvider{Filename: path, Watch: true}, provider.Options{})
 	out := make(chan provider.Message, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -266,7 +269,7 @@ func TestCertificateRewrittenIsANewSnapshot(t *testing.T) {
 		for {
 			select {
 			case m := <-out:
-				if certOf(m) == string(want) {
+				if certOf(m) == string(config.FileContent(crt, want)) {
 					return time.Since(start)
 				}
 			case <-deadline:
@@ -306,7 +309,7 @@ func TestDirectoryMergesTLS(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yml"), []byte("tls:\n  certificates:\n    - certFile: \"-----BEGIN CERTIFICATE-----a\"\n      keyFile: \"-----BEGIN PRIVATE KEY-----a\"\n  options:\n    o:\n      minVersion: VersionTLS12\ntcp:\n  serversTransports:\n    t:\n      dialTimeout: 1s\n"))
 	writeFile(t, filepath.Join(dir, "b.toml"), []byte("[[tls.certificates]]\ncertFile = \"-----BEGIN CERTIFICATE-----b\"\nkeyFile = \"-----BEGIN PRIVATE KEY-----b\"\n[tls.options.o]\nminVersion = \"VersionTLS13\"\n[tcp.serversTransports.t]\ndialTimeout = \"2s\"\n"))
-	m := New(&config.FileProvider{Directory: dir}, zerolog.Nop()).Load()
+	m := mustNew(t, &config.FileProvider{Directory: dir}, provider.Options{}).Load()
 	if m.Err != nil {
 		t.Fatal(m.Err)
 	}
@@ -417,3 +420,32 @@ func TestTransportTerminationDelayZeroIsKept(t *testing.T) {
 }
 
 func durationPtr(d time.Duration) *config.Duration { v := config.Duration(d); return &v }
+
+// Any readable file can be named as a certificate: one without a PEM block
+// (a password file) is not read into the configuration, where the API and
+// the log would show it: it stays its path, with a problem naming it and
+// not its content. A PEM file is read in behind its path, which is what
+// is shown of it (a private key named as certFile too).
+func TestTLSFileWithoutPEMStaysItsPath(t *testing.T) {
+	dir := t.TempDir()
+	secret, keyPath := filepath.Join(dir, "secret.txt"), filepath.Join(dir, "key.pem")
+	writeFile(t, secret, []byte("TOPSECRET-password-42\n"))
+	_, key := selfSigned(t, "a.example")
+	writeFile(t, keyPath, key)
+	d := &config.Dynamic{TLS: &config.TLSConfiguration{Certificates: []*config.CertAndStores{
+		{Certificate: config.Certificate{CertFile: config.FileOrContent(secret), KeyFile: config.FileOrContent(keyPath)}},
+		{Certificate: config.Certificate{CertFile: config.FileOrContent(keyPath), KeyFile: config.FileOrContent(keyPath)}},
+	}}}
+	out, _, errs := ReadTLSFiles(d)
+	c := out.TLS.Certificates
+	if c[0].CertFile != config.FileOrContent(secret) {
+		t.Fatalf("a file without PEM was read in: %q", c[0].CertFile)
+	}
+	if len(errs) != 1 || errs[0].KeyString() != "tls.certificates[0].certFile" || !strings.Contains(errs[0].Error(), `"`+secret+`"`) ||
+		!strings.Contains(errs[0].Error(), "no PEM block") || strings.Contains(errs[0].Error(), "TOPSECRET") {
+		t.Fatalf("problems %v: want one naming %s and saying it holds no PEM, without its content", errs, secret)
+	}
+	if c[1].CertFile != config.FileContent(keyPath, key) || c[1].CertFile.Shown() != keyPath || c[0].KeyFile.Shown() != keyPath {
+		t.Fatalf("a PEM file read in: %q, shown %q; want its content behind its path, shown as the path", c[1].CertFile, c[1].CertFile.Shown())
+	}
+}

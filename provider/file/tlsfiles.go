@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -20,15 +21,19 @@ import (
 // As Traefik's file provider does, the files a configuration names for
 // TLS (certificates and keys, client CAs, a servers transport's root CAs
 // and client certificates) are read when the configuration is, and their
-// contents take the place of their paths (README, "TLS"). So a rewritten
+// contents take the place of their paths (docs/reference/tls.md). So a rewritten
 // certificate is a new configuration for the watcher, which applies what
 // changed and nothing else, and the proxy serves what was read together
-// with the rest of the file.
+// with the rest of the file. The content goes in as config.FileContent,
+// behind a line naming the path: what the API, `tollgate check` and the
+// errors show of it is that path, never the content.
 //
 // A value that is already PEM (Traefik's inline content) is kept. A file
-// that cannot be read is left as its path, with a problem naming it: the
-// proxy then fails to load it and disables what needs it (fail closed),
-// and the rest applies.
+// that cannot be read, or that holds no PEM block (any readable file can be
+// named there: its content must not reach the configuration, and from it
+// the API and the log), is left as its path, with a problem naming it: the
+// proxy then fails to load it and disables what needs it (fail closed), and
+// the rest applies.
 
 // pemMarker starts every PEM block; a value containing it is content, not
 // a path.
@@ -59,6 +64,9 @@ func (e TLSFileError) KeyString() string {
 	}
 	return b.String()
 }
+
+// errNotPEM is a TLS file without a PEM block. Its content is not said.
+var errNotPEM = errors.New("no PEM block (-----BEGIN ...) in it: a certificate, key or CA file is PEM")
 
 // Message is what went wrong, without the key.
 func (e TLSFileError) Message() string {
@@ -219,6 +227,9 @@ func (f *tlsFiles) one(key []string, v config.FileOrContent) config.FileOrConten
 	b, ok := f.read[abs]
 	if !ok {
 		b, err = readRegular(s)
+		if err == nil && !bytes.Contains(b, []byte(pemMarker)) {
+			err = errNotPEM
+		}
 		if err != nil {
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
@@ -229,5 +240,5 @@ func (f *tlsFiles) one(key []string, v config.FileOrContent) config.FileOrConten
 		}
 		f.read[abs] = b
 	}
-	return config.FileOrContent(b)
+	return config.FileContent(s, b)
 }

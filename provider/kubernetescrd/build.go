@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -111,26 +112,9 @@ func buildAll(mws []MiddlewareTCP, routes []IngressRouteTCP, tin tlsInputs, k cl
 			}
 			key := makeID(ir.Namespace, makeServiceKey(route.Match, ir.Name))
 
-			var mwNames []string
-			var refused error
-			for _, ref := range route.Middlewares {
-				if strings.Contains(ref.Name, "@") {
-					mwNames = append(mwNames, ref.Name)
-					continue
-				}
-				ns := ref.Namespace
-				if ns == "" {
-					ns = ir.Namespace
-				}
-				if err := opt.crossNamespace(ir.Namespace, "MiddlewareTCP", ns, ref.Name); err != nil {
-					refused = err
-					break
-				}
-				id := makeID(ns, ref.Name)
-				if _, ok := tcp.Middlewares[id]; !ok {
-					problems = append(problems, fmt.Sprintf("%s: MiddlewareTCP %q not found", rdesc, ns+"/"+ref.Name))
-				}
-				mwNames = append(mwNames, id)
+			mwNames, missing, refused := routeMiddlewares(ir, route, tcp, opt)
+			for _, m := range missing {
+				problems = append(problems, fmt.Sprintf("%s: MiddlewareTCP %q not found", rdesc, m))
 			}
 			if refused != nil {
 				// Served without that middleware, the route would admit what
@@ -156,27 +140,8 @@ func buildAll(mws []MiddlewareTCP, routes []IngressRouteTCP, tin tlsInputs, k cl
 					tls.Certificates = append(tls.Certificates, cert)
 				}
 			}
-			for _, s := range route.Services {
-				svc, err := loadBalancer(k, ir.Namespace, s, opt)
-				if err != nil {
-					problems = append(problems, fmt.Sprintf("%s: %v", rdesc, err))
-					continue
-				}
-				if len(route.Services) == 1 {
-					tcp.Services[key] = svc
-					break
-				}
-				sub := fmt.Sprintf("%s-%s-%s", key, s.Name, s.Port.String())
-				tcp.Services[sub] = svc
-				w := config.TCPWRRService{Name: sub}
-				if s.Weight != nil {
-					v := *s.Weight
-					w.Weight = &v
-				}
-				if tcp.Services[key] == nil {
-					tcp.Services[key] = &config.TCPService{Weighted: &config.TCPWeightedRoundRobin{}}
-				}
-				tcp.Services[key].Weighted.Services = append(tcp.Services[key].Weighted.Services, w)
+			for _, err := range addRouteServices(tcp, key, k, ir.Namespace, route.Services, opt) {
+				problems = append(problems, fmt.Sprintf("%s: %v", rdesc, err))
 			}
 
 			r := &config.TCPRouter{
@@ -199,6 +164,63 @@ func buildAll(mws []MiddlewareTCP, routes []IngressRouteTCP, tin tlsInputs, k cl
 		out.TLS = tls
 	}
 	return out, problems
+}
+
+// routeMiddlewares resolves the middleware references of a route of ir to
+// the IDs its router lists, and the references (ns/name) not among the
+// middlewares tcp has. A reference to another namespace that opt does not
+// allow stops the resolution: refused is why.
+func routeMiddlewares(ir IngressRouteTCP, route RouteTCP, tcp *config.TCPConfiguration, opt options) (ids, missing []string, refused error) {
+	for _, ref := range route.Middlewares {
+		if strings.Contains(ref.Name, "@") {
+			ids = append(ids, ref.Name)
+			continue
+		}
+		ns := ref.Namespace
+		if ns == "" {
+			ns = ir.Namespace
+		}
+		if err := opt.crossNamespace(ir.Namespace, "MiddlewareTCP", ns, ref.Name); err != nil {
+			return ids, missing, err
+		}
+		id := makeID(ns, ref.Name)
+		if _, ok := tcp.Middlewares[id]; !ok {
+			missing = append(missing, ns+"/"+ref.Name)
+		}
+		ids = append(ids, id)
+	}
+	return ids, missing, nil
+}
+
+// addRouteServices adds to tcp the service key of a route in namespace ns:
+// the load balancer of its one Service, or a weighted round robin over one
+// load balancer per Service (key-<name>-<port>). A Service that does not
+// resolve is left out, with its error.
+func addRouteServices(tcp *config.TCPConfiguration, key string, k cluster, ns string, services []ServiceTCP, opt options) []error {
+	var errs []error
+	for _, s := range services {
+		svc, err := loadBalancer(k, ns, s, opt)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if len(services) == 1 {
+			tcp.Services[key] = svc
+			break
+		}
+		sub := fmt.Sprintf("%s-%s-%s", key, s.Name, s.Port.String())
+		tcp.Services[sub] = svc
+		w := config.TCPWRRService{Name: sub}
+		if s.Weight != nil {
+			v := *s.Weight
+			w.Weight = &v
+		}
+		if tcp.Services[key] == nil {
+			tcp.Services[key] = &config.TCPService{Weighted: &config.TCPWeightedRoundRobin{}}
+		}
+		tcp.Services[key].Weighted.Services = append(tcp.Services[key].Weighted.Services, w)
+	}
+	return errs
 }
 
 // loadBalancer resolves one route Service to a load balancer over its ready
@@ -369,6 +391,9 @@ func copyMiddleware(m *config.TCPMiddleware) *config.TCPMiddleware {
 	if m.IPAllowList != nil {
 		out.IPAllowList = &config.TCPIPAllowList{SourceRange: append([]string(nil), m.IPAllowList.SourceRange...)}
 	}
+	if m.IPWhiteList != nil { // Traefik v3's MiddlewareTCP has it, deprecated: compiled as ipAllowList, with a warning
+		out.IPWhiteList = &config.TCPIPAllowList{SourceRange: append([]string(nil), m.IPWhiteList.SourceRange...)}
+	}
 	if m.RateLimit != nil {
 		rl := *m.RateLimit
 		if rl.Period != nil {
@@ -384,6 +409,26 @@ func copyMiddleware(m *config.TCPMiddleware) *config.TCPMiddleware {
 			rl.IPv6Subnet = &v
 		}
 		out.RateLimit = &rl
+	}
+	if g := m.GeoIP; g != nil {
+		out.GeoIP = &config.TCPGeoIP{
+			Databases:      slices.Clone(g.Databases),
+			AllowCountries: slices.Clone(g.AllowCountries), AllowContinents: slices.Clone(g.AllowContinents), AllowASNs: slices.Clone(g.AllowASNs),
+			DenyCountries: slices.Clone(g.DenyCountries), DenyContinents: slices.Clone(g.DenyContinents), DenyASNs: slices.Clone(g.DenyASNs),
+			Unknown: g.Unknown, Private: g.Private, Loopback: g.Loopback,
+		}
+	}
+	if c := m.CrowdSec; c != nil {
+		cs := *c
+		if c.UpdateInterval != nil {
+			v := *c.UpdateInterval
+			cs.UpdateInterval = &v
+		}
+		if c.TLS != nil {
+			v := *c.TLS
+			cs.TLS = &v
+		}
+		out.CrowdSec = &cs
 	}
 	return out
 }

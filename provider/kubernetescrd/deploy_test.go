@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -99,7 +98,7 @@ func TestIntegrationDeployManifests(t *testing.T) {
 
 	// Service accounts get no token without a controller; a TokenRequest works.
 	run := func(token string) <-chan provider.Message {
-		p, err := New(&config.KubernetesCRDProvider{Endpoint: k.URL, Token: token, CertAuthFilePath: k.CAFile}, zerolog.Nop())
+		p, err := New(&config.KubernetesCRDProvider{Endpoint: k.URL, Token: token, CertAuthFilePath: k.CAFile}, provider.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

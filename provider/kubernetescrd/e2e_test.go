@@ -42,8 +42,6 @@ func startTollgate(t *testing.T, k *kubetest.Server, ns string) *tollgate {
 	return tg
 }
 
-func freeAddr(t *testing.T) string { return itest.FreeAddr(t) }
-
 // localIP is an IPv4 address of this machine outside 127.0.0.0/8. The API
 // server refuses loopback (and link-local) addresses in EndpointSlices, so the
 // echo backends listen on the machine's own address instead: Linux delivers

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -205,7 +204,7 @@ func runProviderWith(t *testing.T, k *kubetest.Server, cfg *config.KubernetesCRD
 	t.Helper()
 	c := *cfg
 	c.Endpoint, c.Token, c.CertAuthFilePath = k.URL, k.Token, k.CAFile
-	p, err := New(&c, zerolog.Nop())
+	p, err := New(&c, provider.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,7 +594,7 @@ func TestIntegrationSelectorAndClass(t *testing.T) {
 			return m.Configuration != nil && served(m) == tc.want
 		})
 	}
-	if _, err := New(&config.KubernetesCRDProvider{Endpoint: k.URL, LabelSelector: "edge in (a"}, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), `providers.kubernetesCRD.labelSelector="edge in (a"`) {
+	if _, err := New(&config.KubernetesCRDProvider{Endpoint: k.URL, LabelSelector: "edge in (a"}, provider.Options{}); err == nil || !strings.Contains(err.Error(), `providers.kubernetesCRD.labelSelector="edge in (a"`) {
 		t.Errorf("a bad labelSelector: %v", err)
 	}
 }

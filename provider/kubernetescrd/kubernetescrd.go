@@ -62,6 +62,7 @@ type Provider struct {
 	rest         *rest.Config
 	namespaces   []string // "" alone means every namespace
 	log          zerolog.Logger
+	backoff      provider.Backoff
 	decoded      decodeCache // used by Run's goroutine only
 }
 
@@ -71,7 +72,7 @@ var _ provider.Provider = (*Provider)(nil)
 // cfg.Token and cfg.CertAuthFilePath) when set, else the in-cluster service
 // account when running in a pod, else the kubeconfig named by KUBECONFIG (or
 // ~/.kube/config). It does not contact the server; Run does.
-func New(cfg *config.KubernetesCRDProvider, log zerolog.Logger) (*Provider, error) {
+func New(cfg *config.KubernetesCRDProvider, po provider.Options) (*Provider, error) {
 	rc, err := restConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -83,12 +84,12 @@ func New(cfg *config.KubernetesCRDProvider, log zerolog.Logger) (*Provider, erro
 	}
 	rc = rest.CopyConfig(rc)
 	rc.UserAgent = "tollgate"
-	logger := log.With().Str("provider", Name).Logger()
+	logger := po.Log.With().Str("provider", Name).Logger()
 	rc.WarningHandler = warningLogger{logger}
 	if cfg.ThrottleDuration < 0 {
 		return nil, fmt.Errorf("providers.kubernetesCRD.throttleDuration=%s: must not be negative", cfg.ThrottleDuration)
 	}
-	return &Provider{rest: rc, namespaces: namespaces(cfg.Namespaces), log: logger, selector: cfg.LabelSelector, ingressClass: cfg.IngressClass,
+	return &Provider{rest: rc, namespaces: namespaces(cfg.Namespaces), log: logger, backoff: po.Backoff, selector: cfg.LabelSelector, ingressClass: cfg.IngressClass,
 		throttle: time.Duration(cfg.ThrottleDuration),
 		opt: options{allowCrossNamespace: cfg.AllowCrossNamespace, allowEmptyServices: cfg.AllowEmptyServices,
 			allowExternalNameServices: cfg.AllowExternalNameServices, nativeLBByDefault: cfg.NativeLBByDefault}}, nil
@@ -185,33 +186,121 @@ func list(inf cache.SharedIndexInformer) []any {
 	return inf.GetStore().List()
 }
 
-// Run starts an informer per resource and namespace, waits for their first
-// lists, then builds and sends a complete configuration after every change
-// (a wake-up channel of one coalesces bursts: the build that follows reads
-// everything). Informers retry refused connections silently, so Run also
-// lists one object of each resource itself, every probeEvery once synced and
-// every second otherwise: a failure (server down, CRDs not applied,
-// forbidden) is sent once as Message.Err while the last configuration keeps
-// serving; the first success after it restarts the informers (their own
-// backoff can reach half a minute), and their relist sends a fresh build.
-// Run returns nil when ctx is done.
+// Run follows the API server until ctx is done, on the provider runtime
+// (provider.Loop): each attempt (follow) asks the server, starts an
+// informer per resource and namespace, waits for their first lists, then
+// builds and sends a complete configuration after every change (a wake-up
+// channel of one coalesces bursts: the build that follows reads
+// everything). Informers retry refused connections silently, so the
+// attempt also lists one object of each resource itself, every probeEvery
+// once synced and every second otherwise: a failure (server down, CRDs not
+// applied, forbidden) ends it, the runtime reports it once while the last
+// configuration keeps serving and starts another attempt after its
+// backoff, whose fresh informers relist as soon as the server answers
+// (their own backoff can reach half a minute). Run returns nil when ctx is
+// done.
 func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 	client, err := dynamic.NewForConfig(p.rest)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	provider.Loop{Name: Name, What: "Kubernetes API", Log: p.log, Backoff: p.backoff,
+		Attempt: func(ctx context.Context, s *provider.Sink) error { return p.follow(ctx, client, s) }}.Run(ctx, out)
+	return nil
+}
 
-	wake := make(chan struct{}, 1)
-	poke := func() {
+// follow is one attempt of Run: it returns why the server stopped
+// answering, or ctx's error.
+func (p *Provider) follow(ctx context.Context, client dynamic.Interface, s *provider.Sink) error {
+	if err := p.probe(ctx, client); err != nil {
+		return err
+	}
+	w := p.watch(ctx, client)
+	defer w.stop()
+	synced := false
+	dirty := true // something changed since the last build sent
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	probe := time.NewTimer(time.Second)
+	defer probe.Stop()
+	for {
+		if !synced && allSynced(w.sets) {
+			synced = true
+			poll.Stop() // the probe due within the second goes on, then every probeEvery
+			p.log.Info().Strs("namespaces", p.namespaces).Msg("Kubernetes caches synced")
+		}
+		switch err := w.failed(); {
+		case err != nil:
+			p.log.Debug().Err(err).Msg("Kubernetes API not readable; the last configuration keeps serving while the client retries")
+			if !s.Fail(ctx, err) {
+				return ctx.Err()
+			}
+			dirty = true // the next build clears the error
+		case synced && dirty:
+			dirty = false
+			conf, problems := p.build(w.sets)
+			if !s.Snapshot(ctx, provider.Message{Configuration: conf, Problems: problems}) {
+				return ctx.Err()
+			}
+			// throttleDuration: changes in the meantime wait, and the next
+			// build takes them all.
+			if !provider.Sleep(ctx, p.throttle) {
+				return ctx.Err()
+			}
+		}
 		select {
-		case wake <- struct{}{}:
-		default:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.wake:
+			dirty = true
+		case <-poll.C:
+		case <-probe.C:
+			// Informers retry refused connections silently, so ask the
+			// server directly: every second until the caches fill, slowly
+			// afterwards.
+			if err := p.probe(ctx, client); err != nil {
+				return err
+			}
+			next := time.Second
+			if synced {
+				next = probeEvery
+			}
+			probe.Reset(next)
 		}
 	}
-	var errMu sync.Mutex
-	var lastErr error
+}
+
+// watching is one attempt's informers: one per resource and namespace
+// (sets), the wake-up their changes send, and the last error of their
+// watches.
+type watching struct {
+	sets []*informers
+	wake chan struct{}
+	stop func() // ends the informers and waits for them
+
+	mu  sync.Mutex
+	err error
+}
+
+// failed returns the watches' error since the last call, if any.
+func (w *watching) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	err := w.err
+	w.err = nil
+	return err
+}
+
+func (w *watching) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// watch creates and runs one informer per resource and namespace.
+func (p *Provider) watch(ctx context.Context, client dynamic.Interface) *watching {
+	w := &watching{wake: make(chan struct{}, 1)}
 	onWatchError := func(gvr schema.GroupVersionResource, ns string) cache.WatchErrorHandlerWithContext {
 		return func(_ context.Context, _ *cache.Reflector, err error) {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
@@ -221,137 +310,53 @@ func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
 			if ns != "" {
 				where += " in namespace " + ns
 			}
-			err = fmt.Errorf("watching %s: %w", where, err)
-			errMu.Lock()
-			lastErr = err
-			errMu.Unlock()
-			poke()
+			w.mu.Lock()
+			w.err = fmt.Errorf("watching %s: %w", where, err)
+			w.mu.Unlock()
+			w.poke()
 		}
 	}
-
 	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(any, any) { poke() },
-		DeleteFunc: func(any) { poke() },
+		AddFunc:    func(any) { w.poke() },
+		UpdateFunc: func(any, any) { w.poke() },
+		DeleteFunc: func(any) { w.poke() },
 	}
-	// start creates and runs one informer per resource and namespace; stop
-	// ends them and waits.
-	start := func() (sets []*informers, stop func()) {
-		for _, ns := range p.namespaces {
-			in := &informers{namespace: ns}
-			mk := func(gvr schema.GroupVersionResource, indexers cache.Indexers) cache.SharedIndexInformer {
-				selector := ""
-				if gvr.Group == middlewaresGVR.Group { // the labelSelector is of Traefik's resources only, as in Traefik
-					selector = p.selector
-				}
-				inf := newInformer(client, gvr, ns, selector, indexers)
-				_ = inf.SetWatchErrorHandlerWithContext(onWatchError(gvr, ns))
-				_, _ = inf.AddEventHandler(handler)
-				return inf
+	for _, ns := range p.namespaces {
+		in := &informers{namespace: ns}
+		mk := func(gvr schema.GroupVersionResource, indexers cache.Indexers) cache.SharedIndexInformer {
+			selector := ""
+			if gvr.Group == middlewaresGVR.Group { // the labelSelector is of Traefik's resources only, as in Traefik
+				selector = p.selector
 			}
-			in.middlewares = mk(middlewaresGVR, nil)
-			in.routes = mk(routesGVR, nil)
-			in.services = mk(servicesGVR, nil)
-			in.endpoints = mk(endpointSlicesGVR, cache.Indexers{serviceIndex: indexByService})
-			in.transports = mk(transportsGVR, nil)
-			in.tlsOptions = mk(tlsOptionsGVR, nil)
-			in.tlsStores = mk(tlsStoresGVR, nil)
-			in.secrets = mk(secretsGVR, nil)
-			in.configMaps = mk(configMapsGVR, nil)
-			sets = append(sets, in)
+			inf := newInformer(client, gvr, ns, selector, indexers)
+			_ = inf.SetWatchErrorHandlerWithContext(onWatchError(gvr, ns))
+			_, _ = inf.AddEventHandler(handler)
+			return inf
 		}
-		ictx, icancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		for _, in := range sets {
-			for _, inf := range in.all() {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					inf.RunWithContext(ictx)
-				}()
-			}
-		}
-		return sets, func() { icancel(); wg.Wait() }
+		in.middlewares = mk(middlewaresGVR, nil)
+		in.routes = mk(routesGVR, nil)
+		in.services = mk(servicesGVR, nil)
+		in.endpoints = mk(endpointSlicesGVR, cache.Indexers{serviceIndex: indexByService})
+		in.transports = mk(transportsGVR, nil)
+		in.tlsOptions = mk(tlsOptionsGVR, nil)
+		in.tlsStores = mk(tlsStoresGVR, nil)
+		in.secrets = mk(secretsGVR, nil)
+		in.configMaps = mk(configMapsGVR, nil)
+		w.sets = append(w.sets, in)
 	}
-	sets, stop := start()
-	defer func() { stop() }()
-
-	synced := false
-	dirty := true      // something changed since the last build sent
-	var reported error // the last error sent, so a persisting one is sent once
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
-	probe := time.NewTimer(time.Second)
-	defer probe.Stop()
-	probeDue := true
-	for {
-		errMu.Lock()
-		err := lastErr
-		lastErr = nil
-		errMu.Unlock()
-		if probeDue {
-			// Informers retry refused connections silently, so ask the server
-			// directly: every second until the caches fill, slowly afterwards.
-			probeDue = false
-			perr := p.probe(ctx, client)
-			if perr != nil {
-				err = perr
-			} else if reported != nil && ctx.Err() == nil {
-				// The server answers again. The informers would reconnect
-				// after their own backoff (up to half a minute); fresh ones
-				// relist now.
-				p.log.Info().Msg("Kubernetes API readable again; relisting")
-				stop()
-				sets, stop = start()
-				synced = false
-				poll.Reset(50 * time.Millisecond)
-			}
-			if synced && perr == nil {
-				probe.Reset(probeEvery)
-			} else {
-				probe.Reset(time.Second) // until the caches fill, or the server is back
-			}
-		}
-		if !synced && allSynced(sets) {
-			synced = true
-			poll.Stop()
-			p.log.Info().Strs("namespaces", p.namespaces).Msg("Kubernetes caches synced")
-		}
-		switch {
-		case err != nil:
-			if reported == nil || err.Error() != reported.Error() {
-				reported = err
-				p.log.Warn().Err(err).Msg("Kubernetes API not readable; the last configuration keeps serving while the client retries")
-				if !send(ctx, out, provider.Message{ProviderName: Name, Err: err}) {
-					return nil
-				}
-			}
-		case synced && (dirty || reported != nil):
-			reported, dirty = nil, false
-			conf, problems := p.build(sets)
-			if !send(ctx, out, provider.Message{ProviderName: Name, Configuration: conf, Problems: problems}) {
-				return nil
-			}
-			if p.throttle > 0 {
-				// throttleDuration: changes in the meantime wait, and the
-				// next build takes them all.
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-time.After(p.throttle):
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wake:
-			dirty = true
-		case <-poll.C:
-		case <-probe.C:
-			probeDue = true
+	ictx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, in := range w.sets {
+		for _, inf := range in.all() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				inf.RunWithContext(ictx)
+			}()
 		}
 	}
+	w.stop = func() { cancel(); wg.Wait() }
+	return w
 }
 
 // probeEvery is how often a synced provider checks that the API server still
@@ -395,15 +400,6 @@ func allSynced(sets []*informers) bool {
 		}
 	}
 	return true
-}
-
-func send(ctx context.Context, out chan<- provider.Message, m provider.Message) bool {
-	select {
-	case out <- m:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // newInformer lists and watches one resource (in one namespace, or all;

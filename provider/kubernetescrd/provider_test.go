@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
 	"github.com/tollgate-proxy/tollgate/provider"
@@ -21,7 +19,7 @@ import (
 func TestRunReportsUnreachableServer(t *testing.T) {
 	addr := itest.RefusedAddr(t) // nothing listens there
 
-	p, err := New(&config.KubernetesCRDProvider{Endpoint: "http://" + addr, Token: "t"}, zerolog.Nop())
+	p, err := New(&config.KubernetesCRDProvider{Endpoint: "http://" + addr, Token: "t"}, provider.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +56,7 @@ func TestRunReportsMissingCRDs(t *testing.T) {
 		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","code":404}`))
 	}))
 	defer srv.Close()
-	p, err := New(&config.KubernetesCRDProvider{Endpoint: srv.URL}, zerolog.Nop())
+	p, err := New(&config.KubernetesCRDProvider{Endpoint: srv.URL}, provider.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 )
 
-// The TLS resources (README, "Kubernetes"): ServersTransportTCP, TLSOption
+// The TLS resources (docs/reference/providers/kubernetes-crd.md): ServersTransportTCP, TLSOption
 // and TLSStore, named `<namespace>-<name>` as in Traefik but for a
 // TLSOption or TLSStore named `default`, which is the default one (two in
 // different namespaces: neither applies, with a problem). The keys and
@@ -248,6 +248,10 @@ func serversTransport(k cluster, st ServersTransportTCP) (*config.TCPServersTran
 	}
 	if t := st.Spec.TLS; t != nil {
 		tc := &config.TLSClientConfig{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, PeerCertURI: t.PeerCertURI}
+		if t.Spiffe != nil { // kept, so that the transport is disabled naming it
+			sp := config.SpiffeTransport{IDs: append([]string(nil), t.Spiffe.IDs...), TrustDomain: t.Spiffe.TrustDomain}
+			tc.Spiffe = &sp
+		}
 		for i, r := range t.RootCAs {
 			var ca config.FileOrContent
 			var err error

@@ -11,9 +11,10 @@ import (
 
 // MiddlewareTCP is one traefik.io/v1alpha1 MiddlewareTCP as build reads it.
 // Spec decodes straight into tollgate's middleware type: the CRD's field names
-// (inFlightConn.amount, ipAllowList.sourceRange, and rateLimit's average,
-// period, burst from Traefik's HTTP Middleware) are Traefik's, as are
-// config's.
+// (inFlightConn.amount, ipAllowList.sourceRange and its deprecated name
+// ipWhiteList, and rateLimit's average, period, burst from Traefik's HTTP
+// Middleware) are Traefik's, as are config's; geoIP and crowdSec (issue 47)
+// are tollgate's, with config's names (docs/reference/middlewares/).
 type MiddlewareTCP struct {
 	Namespace string               `json:"namespace"`
 	Name      string               `json:"name"`
@@ -111,6 +112,9 @@ type TLSClientConfigTCP struct {
 	RootCAsSecrets      []string `json:"rootCAsSecrets,omitempty"`
 	CertificatesSecrets []string `json:"certificatesSecrets,omitempty"`
 	PeerCertURI         string   `json:"peerCertURI,omitempty"`
+	// Spiffe is Traefik's; tollgate cannot apply it: the transport is
+	// disabled, and so are the services that use it (config.TLSClientConfig).
+	Spiffe *config.SpiffeTransport `json:"spiffe,omitempty"`
 }
 
 // RootCA is a CA by Secret or ConfigMap name.

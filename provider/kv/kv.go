@@ -36,6 +36,7 @@ import (
 	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +66,10 @@ type Options struct {
 	// and in Result.DefinedBy; `tollgate check` uses it to find the dump the
 	// pairs came from. It may be empty.
 	SourceID string
+	// Cache, when set, carries each resource's decoding from one build to
+	// the next; it changes how fast Build is, never what it returns. New
+	// gives the provider one.
+	Cache *DecodeCache
 }
 
 // root returns the root key without its trailing slash.
@@ -74,18 +79,6 @@ func (o Options) root() string {
 		r = DefaultRootKey
 	}
 	return r
-}
-
-// Kinds of resources, by section and segment, in the order Build reports
-// them.
-var kinds = []struct{ section, segment, kind string }{
-	{"tcp", "routers", provider.KindRouter},
-	{"tcp", "services", provider.KindService},
-	{"tcp", "middlewares", provider.KindMiddleware},
-	{"tcp", "serversTransports", provider.KindServersTransport},
-	{"tls", "options", provider.KindTLSOptions},
-	{"tls", "stores", provider.KindTLSStore},
-	{"tls", "certificates", provider.KindTLSCertificate},
 }
 
 // group is the pairs of one resource.
@@ -111,7 +104,7 @@ type group struct {
 //     (unknown field, a value of the wrong type, two spellings of one field)
 //     drops that resource alone, with an error naming the key. Certificate
 //     and key values are paths on the proxy's disk or PEM, read by the
-//     proxy (README, "TLS");
+//     proxy (docs/reference/tls.md);
 //   - <root>/http and <root>/udp are Traefik's other sections: ignored, with
 //     one warning per section (tollgate routes TCP only);
 //   - any other key is an unknown key: an error that drops nothing.
@@ -120,27 +113,88 @@ type group struct {
 // router without a rule is dropped, a router without a service gets the only
 // service when there is exactly one. The configuration's maps are never nil.
 func Build(pairs []Pair, opts Options) provider.Result {
-	root := opts.root()
-	prefix := root + "/"
-	res := provider.Result{DefinedBy: map[provider.Resource][]string{}}
-	problem := func(p provider.Problem) {
-		p.SourceID = opts.SourceID
-		if p.Key != "" {
-			p.KeyKind = provider.KeyKV
-		}
-		res.Problems = append(res.Problems, p)
+	b := newBuilder(opts)
+	for _, p := range b.underRoot(pairs) {
+		b.place(p)
 	}
+	b.warnIgnored()
+	b.decodeAll()
+	opts.Cache.rotate()
 
-	// The pairs under the root key, sorted by key; the later of two equal keys wins.
-	byKey := map[string]int{}
-	var sorted []Pair
+	src := provider.Source{ID: opts.SourceID, TCP: b.tcp}
+	for _, p := range provider.BuildTCPRouterConfiguration(src, "store", b.prefix) {
+		b.problem(p)
+	}
+	b.res.Configuration = &config.Dynamic{TCP: b.tcp, TLS: b.tls}
+	return b.res
+}
+
+// A builder is one Build: the keys grouped into resources, then the
+// resources decoded into the configuration, the problems met on the way
+// kept in res.
+type builder struct {
+	opts   Options
+	root   string
+	prefix string // root + "/"
+	res    provider.Result
+
+	groups   map[provider.Resource]*group
+	names    map[string]string // kind + "/" + lower(name) -> the first spelling
+	ignored  map[string][]Pair // the keys of the sections tollgate ignores
+	sections []string          // those sections, in the order met
+	at       map[string]bool   // names with an @, reported once
+
+	tcp *config.TCPConfiguration
+	tls *config.TLSConfiguration // nil until a TLS resource decodes
+}
+
+func newBuilder(opts Options) *builder {
+	root := opts.root()
+	return &builder{
+		opts:    opts,
+		root:    root,
+		prefix:  root + "/",
+		res:     provider.Result{DefinedBy: map[provider.Resource][]string{}},
+		groups:  map[provider.Resource]*group{},
+		names:   map[string]string{},
+		ignored: map[string][]Pair{},
+		at:      map[string]bool{},
+		tcp: &config.TCPConfiguration{
+			Routers:     map[string]*config.TCPRouter{},
+			Services:    map[string]*config.TCPService{},
+			Middlewares: map[string]*config.TCPMiddleware{},
+		},
+	}
+}
+
+// problem records p as the store's.
+func (b *builder) problem(p provider.Problem) {
+	p.SourceID = b.opts.SourceID
+	if p.Key != "" {
+		p.KeyKind = provider.KeyKV
+	}
+	b.res.Problems = append(b.res.Problems, p)
+}
+
+// unknownKey records p's key as one Build does not know; format says what
+// it expected.
+func (b *builder) unknownKey(p Pair, format string, args ...any) {
+	b.problem(provider.Problem{Key: p.Key, Value: p.Value, Severity: provider.SeverityError,
+		Message: "unknown key: " + fmt.Sprintf(format, args...) + ": ignored"})
+}
+
+// underRoot returns the pairs under the root key, sorted by key; the later
+// of two equal keys wins, with a warning when their values differ.
+func (b *builder) underRoot(pairs []Pair) []Pair {
+	byKey := make(map[string]int, len(pairs))
+	sorted := make([]Pair, 0, len(pairs))
 	for _, p := range pairs {
-		if !strings.HasPrefix(p.Key, prefix) {
+		if !strings.HasPrefix(p.Key, b.prefix) {
 			continue
 		}
 		if i, dup := byKey[p.Key]; dup {
 			if sorted[i].Value != p.Value {
-				problem(provider.Problem{Key: p.Key, Value: p.Value, Severity: provider.SeverityWarning,
+				b.problem(provider.Problem{Key: p.Key, Value: p.Value, Severity: provider.SeverityWarning,
 					Message: fmt.Sprintf("key appears twice (values %q and %q): the later one is used", sorted[i].Value, p.Value)})
 			}
 			sorted[i] = p
@@ -149,179 +203,270 @@ func Build(pairs []Pair, opts Options) provider.Result {
 		byKey[p.Key] = len(sorted)
 		sorted = append(sorted, p)
 	}
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key < sorted[j].Key })
+	slices.SortFunc(sorted, func(a, b Pair) int { return strings.Compare(a.Key, b.Key) }) // keys are unique by now
+	return sorted
+}
 
-	groups := map[provider.Resource]*group{}
-	names := map[string]string{} // kind + "/" + lower(name) -> the first spelling
-	ignored := map[string][]Pair{}
-	at := map[string]bool{} // names with an @, reported once
-	var sections []string
-	for _, p := range sorted {
-		rest := p.Key[len(prefix):]
-		if strings.HasSuffix(rest, "/") {
-			if p.Value == "" {
-				continue // a folder
-			}
-			rest = strings.TrimRight(rest, "/")
-		}
-		if rest == "" {
-			continue
-		}
-		segs := strings.Split(rest, "/")
-		unknown := func(format string, args ...any) {
-			problem(provider.Problem{Key: p.Key, Value: p.Value, Severity: provider.SeverityError,
-				Message: "unknown key: " + fmt.Sprintf(format, args...) + ": ignored"})
-		}
-		section := strings.ToLower(segs[0])
-		switch section {
-		case "tcp", "tls":
-		case "http", "udp":
-			if ignored[section] == nil {
-				sections = append(sections, section)
-			}
-			ignored[section] = append(ignored[section], p)
-			continue
-		default:
-			unknown("tollgate reads %stcp/... and %stls/...", prefix, prefix)
-			continue
-		}
-		want := "{routers,services,middlewares,serversTransports}"
-		if section == "tls" {
-			want = "{options,stores,certificates}"
-		}
-		if len(segs) < 3 || segs[1] == "" || segs[2] == "" {
-			unknown("want %s%s/%s/<name>/...", prefix, segs[0], want)
-			continue
-		}
-		kind := ""
-		for _, k := range kinds {
-			if k.section == section && strings.EqualFold(segs[1], k.segment) {
-				kind = k.kind
-			}
-		}
-		if kind == "" {
-			unknown("%q is not one of %s", segs[1], want)
-			continue
-		}
-		if kind == provider.KindTLSCertificate && !digits.MatchString(segs[2]) {
-			unknown("certificates is a list: its elements are numbered (%stls/certificates/0/certFile), not %q", prefix, segs[2])
-			continue
-		}
-		if strings.Contains(segs[2], "@") {
-			if at[kind+"/"+segs[2]] {
-				continue
-			}
-			at[kind+"/"+segs[2]] = true
-			problem(provider.Problem{Key: p.Key, Value: p.Value, Resource: provider.Resource{Kind: kind, Name: segs[2]}, Severity: provider.SeverityError,
-				Message:        fmt.Sprintf("the %s name %q has an @, which qualifies names (name@provider): dropped", kind, segs[2]),
-				DisablesRouter: kind == provider.KindRouter})
-			continue
-		}
-		lname := kind + "/" + strings.ToLower(segs[2])
-		name, seen := names[lname]
-		if !seen {
-			name = segs[2]
-			names[lname] = name
-		}
-		r := provider.Resource{Kind: kind, Name: name}
-		g := groups[r]
-		if g == nil {
-			g = &group{res: r}
-			groups[r] = g
-		}
-		g.pairs = append(g.pairs, p)
+// place adds p to the group of the resource its key names, or reports why
+// it belongs to none.
+func (b *builder) place(p Pair) {
+	kind, name, ok := b.resourceKey(p)
+	if !ok {
+		return
 	}
+	if strings.Contains(name, "@") {
+		if b.at[kind+"/"+name] {
+			return
+		}
+		b.at[kind+"/"+name] = true
+		b.problem(provider.Problem{Key: p.Key, Value: p.Value, Resource: provider.Resource{Kind: kind, Name: name}, Severity: provider.SeverityError,
+			Message:        fmt.Sprintf("the %s name %q has an @, which qualifies names (name@provider): dropped", kind, name),
+			DisablesRouter: kind == provider.KindRouter})
+		return
+	}
+	// Names are case-insensitive: the first spelling met names the resource.
+	lname := kind + "/" + strings.ToLower(name)
+	if first, seen := b.names[lname]; seen {
+		name = first
+	} else {
+		b.names[lname] = name
+	}
+	r := provider.Resource{Kind: kind, Name: name}
+	g := b.groups[r]
+	if g == nil {
+		g = &group{res: r}
+		b.groups[r] = g
+	}
+	g.pairs = append(g.pairs, p)
+}
 
-	for _, s := range sections {
-		ps := ignored[s]
+// resourceKey reads the kind and the name of the resource p's key is a
+// key of (<root>/<section>/<kind>/<name>/...). A folder, a key of an
+// ignored section or an unknown key is no resource's: ok is false (the
+// last two are recorded).
+func (b *builder) resourceKey(p Pair) (kind, name string, ok bool) {
+	rest := p.Key[len(b.prefix):]
+	if strings.HasSuffix(rest, "/") {
+		if p.Value == "" {
+			return "", "", false // a folder
+		}
+		rest = strings.TrimRight(rest, "/")
+	}
+	if rest == "" {
+		return "", "", false
+	}
+	segs := strings.SplitN(rest, "/", 4) // section, kind, name and the rest
+	section := strings.ToLower(segs[0])
+	switch section {
+	case "tcp", "tls":
+	case "http", "udp":
+		if b.ignored[section] == nil {
+			b.sections = append(b.sections, section)
+		}
+		b.ignored[section] = append(b.ignored[section], p)
+		return "", "", false
+	default:
+		b.unknownKey(p, "tollgate reads %stcp/... and %stls/...", b.prefix, b.prefix)
+		return "", "", false
+	}
+	want := "{routers,services,middlewares,serversTransports}"
+	if section == "tls" {
+		want = "{options,stores,certificates}"
+	}
+	if len(segs) < 3 || segs[1] == "" || segs[2] == "" {
+		b.unknownKey(p, "want %s%s/%s/<name>/...", b.prefix, segs[0], want)
+		return "", "", false
+	}
+	for _, k := range provider.Sections {
+		if k.Section == section && strings.EqualFold(segs[1], k.Key) {
+			kind = k.Kind
+		}
+	}
+	if kind == "" {
+		b.unknownKey(p, "%q is not one of %s", segs[1], want)
+		return "", "", false
+	}
+	if kind == provider.KindTLSCertificate && !digits.MatchString(segs[2]) {
+		b.unknownKey(p, "certificates is a list: its elements are numbered (%stls/certificates/0/certFile), not %q", b.prefix, segs[2])
+		return "", "", false
+	}
+	return kind, segs[2], true
+}
+
+// warnIgnored says once per section that the http and udp keys are
+// ignored.
+func (b *builder) warnIgnored() {
+	for _, s := range b.sections {
+		ps := b.ignored[s]
 		msg := fmt.Sprintf("tollgate routes TCP only: the %s section is ignored", s)
 		if len(ps) > 1 {
 			msg = fmt.Sprintf("tollgate routes TCP only: the %s section (%d keys) is ignored", s, len(ps))
 		}
-		problem(provider.Problem{Key: ps[0].Key, Value: ps[0].Value, Severity: provider.SeverityWarning, Message: msg})
+		b.problem(provider.Problem{Key: ps[0].Key, Value: ps[0].Value, Severity: provider.SeverityWarning, Message: msg})
 	}
+}
 
-	tcp := &config.TCPConfiguration{
-		Routers:     map[string]*config.TCPRouter{},
-		Services:    map[string]*config.TCPService{},
-		Middlewares: map[string]*config.TCPMiddleware{},
-	}
-	var tls *config.TLSConfiguration
-	tlsSection := func() *config.TLSConfiguration {
-		if tls == nil {
-			tls = &config.TLSConfiguration{}
-		}
-		return tls
-	}
-	for _, k := range kinds {
-		var gs []*group
-		for r, g := range groups {
-			if r.Kind == k.kind {
-				gs = append(gs, g)
-			}
-		}
-		sort.Slice(gs, func(i, j int) bool {
-			if k.kind == provider.KindTLSCertificate { // by index, not as strings
-				a, _ := strconv.Atoi(gs[i].res.Name)
-				b, _ := strconv.Atoi(gs[j].res.Name)
-				if a != b {
-					return a < b
-				}
-			}
-			return gs[i].res.Name < gs[j].res.Name
-		})
-		for _, g := range gs {
-			res.DefinedBy[g.res] = []string{opts.SourceID}
-			d, bad, err := decodeGroup(root, g)
+// decodeAll decodes the groups kind by kind (provider.Sections' order),
+// each kind's by name, and adds each to the configuration; a group that
+// does not decode is dropped with an error naming its key.
+func (b *builder) decodeAll() {
+	definedBy := []string{b.opts.SourceID} // every resource's: one store, read-only
+	for _, k := range provider.Sections {
+		for _, g := range b.groupsOf(k.Kind) {
+			b.res.DefinedBy[g.res] = definedBy
+			d, bad, err := b.opts.Cache.decode(b.root, g)
 			if err != nil {
-				problem(provider.Problem{
+				b.problem(provider.Problem{
 					Key: bad.Key, Value: bad.Value, Resource: g.res, Severity: provider.SeverityError,
 					Message:        fmt.Sprintf("%v: %s %q is dropped", err, g.res.Kind, g.res.Name),
 					DisablesRouter: g.res.Kind == provider.KindRouter,
 				})
 				continue
 			}
-			switch {
-			case d.TCP != nil && g.res.Kind == provider.KindRouter:
-				maps.Copy(tcp.Routers, d.TCP.Routers)
-			case d.TCP != nil && g.res.Kind == provider.KindService:
-				maps.Copy(tcp.Services, d.TCP.Services)
-			case d.TCP != nil && g.res.Kind == provider.KindMiddleware:
-				maps.Copy(tcp.Middlewares, d.TCP.Middlewares)
-			case d.TCP != nil && g.res.Kind == provider.KindServersTransport && len(d.TCP.ServersTransports) > 0:
-				if tcp.ServersTransports == nil {
-					tcp.ServersTransports = map[string]*config.TCPServersTransport{}
-				}
-				maps.Copy(tcp.ServersTransports, d.TCP.ServersTransports)
-			case d.TLS != nil && g.res.Kind == provider.KindTLSOptions && len(d.TLS.Options) > 0:
-				t := tlsSection()
-				if t.Options == nil {
-					t.Options = map[string]config.TLSOptions{}
-				}
-				maps.Copy(t.Options, d.TLS.Options)
-			case d.TLS != nil && g.res.Kind == provider.KindTLSStore && len(d.TLS.Stores) > 0:
-				t := tlsSection()
-				if t.Stores == nil {
-					t.Stores = map[string]config.TLSStore{}
-				}
-				maps.Copy(t.Stores, d.TLS.Stores)
-			case d.TLS != nil && g.res.Kind == provider.KindTLSCertificate:
-				// Decoded alone, the element is the list's only one.
-				for _, c := range d.TLS.Certificates {
-					if c != nil {
-						tlsSection().Certificates = append(tlsSection().Certificates, c)
-					}
-				}
+			b.add(g.res.Kind, d)
+		}
+	}
+}
+
+// groupsOf returns the groups of kind sorted by name (certificates by
+// index, not as strings).
+func (b *builder) groupsOf(kind string) []*group {
+	var gs []*group
+	for r, g := range b.groups {
+		if r.Kind == kind {
+			gs = append(gs, g)
+		}
+	}
+	sort.Slice(gs, func(i, j int) bool {
+		if kind == provider.KindTLSCertificate {
+			a, _ := strconv.Atoi(gs[i].res.Name)
+			b, _ := strconv.Atoi(gs[j].res.Name)
+			if a != b {
+				return a < b
+			}
+		}
+		return gs[i].res.Name < gs[j].res.Name
+	})
+	return gs
+}
+
+// add copies d, one resource of kind decoded alone, into the
+// configuration.
+func (b *builder) add(kind string, d *config.Dynamic) {
+	tcp := b.tcp
+	switch {
+	case d.TCP != nil && kind == provider.KindRouter:
+		maps.Copy(tcp.Routers, d.TCP.Routers)
+	case d.TCP != nil && kind == provider.KindService:
+		maps.Copy(tcp.Services, d.TCP.Services)
+	case d.TCP != nil && kind == provider.KindMiddleware:
+		maps.Copy(tcp.Middlewares, d.TCP.Middlewares)
+	case d.TCP != nil && kind == provider.KindServersTransport && len(d.TCP.ServersTransports) > 0:
+		if tcp.ServersTransports == nil {
+			tcp.ServersTransports = map[string]*config.TCPServersTransport{}
+		}
+		maps.Copy(tcp.ServersTransports, d.TCP.ServersTransports)
+	case d.TLS != nil && kind == provider.KindTLSOptions && len(d.TLS.Options) > 0:
+		t := b.tlsSection()
+		if t.Options == nil {
+			t.Options = map[string]config.TLSOptions{}
+		}
+		maps.Copy(t.Options, d.TLS.Options)
+	case d.TLS != nil && kind == provider.KindTLSStore && len(d.TLS.Stores) > 0:
+		t := b.tlsSection()
+		if t.Stores == nil {
+			t.Stores = map[string]config.TLSStore{}
+		}
+		maps.Copy(t.Stores, d.TLS.Stores)
+	case d.TLS != nil && kind == provider.KindTLSCertificate:
+		// Decoded alone, the element is the list's only one.
+		for _, c := range d.TLS.Certificates {
+			if c != nil {
+				t := b.tlsSection()
+				t.Certificates = append(t.Certificates, c)
 			}
 		}
 	}
+}
 
-	src := provider.Source{ID: opts.SourceID, TCP: tcp}
-	for _, p := range provider.BuildTCPRouterConfiguration(src, "store", prefix) {
-		problem(p)
+// tlsSection returns the configuration's TLS section, made on first use.
+func (b *builder) tlsSection() *config.TLSConfiguration {
+	if b.tls == nil {
+		b.tls = &config.TLSConfiguration{}
 	}
-	res.Configuration = &config.Dynamic{TCP: tcp, TLS: tls}
-	return res
+	return b.tls
+}
+
+// DecodeCache memoises the decoding of each resource (decodeGroup) by its
+// pairs: when one key of ten thousand changes, a build decodes the one
+// resource it belongs to again, not every resource (paerser's decode was
+// most of a build's time). The routers a build returns are its own (it
+// writes the router defaults into them); the services, middlewares,
+// servers transports and TLS resources are shared with the earlier results
+// that decoded the same pairs: a configuration handed to the watcher is
+// read-only (ARCHITECTURE.md: Compile never writes into its input, and the
+// watcher's Merge copies what it qualifies). An entry lives for the build
+// that used it and the next one. The zero value is ready; a nil
+// *DecodeCache decodes every time. It is not safe for concurrent use (a
+// provider builds from one goroutine).
+type DecodeCache struct {
+	prev, cur map[provider.Resource]*decodedGroup
+}
+
+// decodedGroup is what decodeGroup returned for one resource's pairs.
+type decodedGroup struct {
+	root  string
+	pairs []Pair // the group's, never modified
+	d     *config.Dynamic
+	bad   Pair
+	err   error
+}
+
+// decode is decodeGroup(root, g), from the cache when g's pairs were
+// decoded by this build or the previous one.
+func (c *DecodeCache) decode(root string, g *group) (*config.Dynamic, Pair, error) {
+	if c == nil {
+		return decodeGroup(root, g)
+	}
+	same := func(e *decodedGroup) bool { return e != nil && e.root == root && slices.Equal(e.pairs, g.pairs) }
+	e := c.cur[g.res]
+	if !same(e) {
+		if e = c.prev[g.res]; !same(e) {
+			d, bad, err := decodeGroup(root, g)
+			e = &decodedGroup{root: root, pairs: g.pairs, d: d, bad: bad, err: err}
+		}
+		if c.cur == nil {
+			c.cur = make(map[provider.Resource]*decodedGroup, len(c.prev))
+		}
+		c.cur[g.res] = e
+	}
+	return ownRouters(e.d), e.bad, e.err
+}
+
+// ownRouters returns d with routers of its own (copies) and the rest shared.
+func ownRouters(d *config.Dynamic) *config.Dynamic {
+	if d == nil || d.TCP == nil || len(d.TCP.Routers) == 0 {
+		return d
+	}
+	tcp := *d.TCP
+	tcp.Routers = make(map[string]*config.TCPRouter, len(d.TCP.Routers))
+	for name, r := range d.TCP.Routers {
+		if r != nil {
+			cp := *r
+			r = &cp
+		}
+		tcp.Routers[name] = r
+	}
+	out := *d
+	out.TCP = &tcp
+	return &out
+}
+
+// rotate ends a build: the entries it did not use are dropped at the next.
+func (c *DecodeCache) rotate() {
+	if c != nil {
+		c.prev, c.cur = c.cur, nil
+	}
 }
 
 // decodeGroup decodes one resource's pairs. On failure it returns the pair
@@ -556,7 +701,7 @@ func checkNodes(n *parser.Node, t reflect.Type) error {
 			return fmt.Errorf("%s takes fields, not a value: set the keys below it", c.Name)
 		case base.Kind() == reflect.Slice && isBlock(base.Elem()):
 			if len(c.Children) == 0 && c.Value != "" {
-				return fmt.Errorf("%s is a list of blocks: set the fields of its elements, %s/0/..., %s/1/...", c.Name, c.Name, c.Name)
+				return fmt.Errorf("%s is a list of blocks: set the fields of its elements (%s/0/..., %s/1/...)", c.Name, c.Name, c.Name)
 			}
 			for _, e := range c.Children {
 				if !isIndex(e.Name) {

@@ -188,6 +188,50 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
+			name: "Traefik v3's forms: ipWhiteList (deprecated name of ipAllowList), an empty healthCheck, unhealthyInterval, weighted healthCheck, tls.spiffe",
+			pairs: with(issueExample,
+				Pair{"traefik/tcp/middlewares/office/ipWhiteList/sourceRange/0", "10.0.0.0/8"},
+				Pair{"traefik/tcp/middlewares/office/ipWhiteList/sourceRange/1", "127.0.0.1"},
+				Pair{"traefik/tcp/services/my-service/loadBalancer/healthCheck", "true"},
+				Pair{"traefik/tcp/services/other/loadBalancer/servers/0/address", "127.0.0.1:4001"},
+				Pair{"traefik/tcp/services/other/loadBalancer/healthCheck/unhealthyInterval", "2s"},
+				Pair{"traefik/tcp/services/w/weighted/healthCheck", "true"},
+				Pair{"traefik/tcp/services/w/weighted/services/0/name", "my-service"},
+				Pair{"traefik/tcp/serversTransports/workload/tls/spiffe/trustDomain", "example.org"},
+			),
+			want: func(c *config.TCPConfiguration) {
+				u := config.Duration(2 * time.Second)
+				c.Middlewares["office"] = &config.TCPMiddleware{IPWhiteList: &config.TCPIPAllowList{SourceRange: []string{"10.0.0.0/8", "127.0.0.1"}}}
+				c.Services["my-service"].LoadBalancer.HealthCheck = &config.TCPHealthCheck{}
+				c.Services["other"] = &config.TCPService{LoadBalancer: &config.TCPServersLoadBalancer{Servers: []config.TCPServer{{Address: "127.0.0.1:4001"}},
+					HealthCheck: &config.TCPHealthCheck{UnhealthyInterval: &u}}}
+				c.Services["w"] = &config.TCPService{Weighted: &config.TCPWeightedRoundRobin{HealthCheck: &config.TCPWeightedHealthCheck{}, Services: []config.TCPWRRService{{Name: "my-service"}}}}
+				c.ServersTransports = map[string]*config.TCPServersTransport{"workload": {TLS: &config.TLSClientConfig{Spiffe: &config.SpiffeTransport{TrustDomain: "example.org"}}}}
+			},
+		},
+		{
+			name: "geoIP and crowdSec (issue 47): lists as .../0, the interval as a duration",
+			pairs: with(issueExample,
+				Pair{"traefik/tcp/middlewares/geo/geoIP/databases/0", "/var/lib/GeoIP/GeoLite2-Country.mmdb"},
+				Pair{"traefik/tcp/middlewares/geo/geoIP/allowCountries/0", "FR"},
+				Pair{"traefik/tcp/middlewares/geo/geoIP/allowCountries/1", "DE"},
+				Pair{"traefik/tcp/middlewares/geo/geoIP/denyASNs/0", "AS64512"},
+				Pair{"traefik/tcp/middlewares/geo/geoIP/unknown", "deny"},
+				Pair{"traefik/tcp/middlewares/cs/crowdSec/lapiURL", "http://127.0.0.1:8080"},
+				Pair{"traefik/tcp/middlewares/cs/crowdSec/apiKeyFile", "/run/secrets/bouncer-key"},
+				Pair{"traefik/tcp/middlewares/cs/crowdSec/updateInterval", "15s"},
+				Pair{"traefik/tcp/middlewares/cs/crowdSec/failureMode", "open"},
+				Pair{"traefik/tcp/middlewares/cs/crowdSec/tls/ca", "/ca.pem"},
+			),
+			want: func(c *config.TCPConfiguration) {
+				iv := config.Duration(15 * time.Second)
+				c.Middlewares["geo"] = &config.TCPMiddleware{GeoIP: &config.TCPGeoIP{Databases: []string{"/var/lib/GeoIP/GeoLite2-Country.mmdb"},
+					AllowCountries: []string{"FR", "DE"}, DenyASNs: []string{"AS64512"}, Unknown: "deny"}}
+				c.Middlewares["cs"] = &config.TCPMiddleware{CrowdSec: &config.TCPCrowdSec{LapiURL: "http://127.0.0.1:8080", APIKeyFile: "/run/secrets/bouncer-key",
+					UpdateInterval: &iv, FailureMode: "open", TLS: &config.TCPCrowdSecTLS{CA: "/ca.pem"}}}
+			},
+		},
+		{
 			name:  "tls=true, proxyProtocol=true",
 			pairs: with(issueExample, Pair{"traefik/tcp/routers/my-router/tls", "true"}, Pair{"traefik/tcp/services/my-service/loadBalancer/proxyProtocol", "true"}),
 			want: func(c *config.TCPConfiguration) {
@@ -347,8 +391,8 @@ func TestBuildRateLimit(t *testing.T) {
 	}
 }
 
-// inFlightConn's store and failureMode decode from KV keys (README,
-// "Running several replicas"); what they mean is the middleware's.
+// inFlightConn's store and failureMode decode from KV keys
+// (docs/operations/replicas.md); what they mean is the middleware's.
 func TestBuildSharedStore(t *testing.T) {
 	res := Build([]Pair{
 		{"traefik/tcp/middlewares/m/inFlightConn/amount", "10"},

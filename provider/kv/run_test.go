@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/tollgate-proxy/tollgate/provider"
 )
 
@@ -40,8 +38,7 @@ func (f *fakeStore) Close() error { close(f.closed); return nil }
 
 func run(t *testing.T, f *fakeStore) (chan provider.Message, func()) {
 	t.Helper()
-	p := New("fake", "fake store", f, Options{}, zerolog.Nop())
-	p.SetTiming(Timing{BackoffMin: time.Millisecond, BackoffMax: 4 * time.Millisecond})
+	p := New("fake", "fake store", f, Options{}, provider.Options{Backoff: provider.Backoff{Min: time.Millisecond, Max: 4 * time.Millisecond}})
 	out := make(chan provider.Message, 100)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -130,14 +127,5 @@ func TestRunUnreachableFromTheStart(t *testing.T) {
 	f.script <- step{pairs: nil}
 	if m := next(t, out); m.Err != nil || m.Configuration == nil || len(m.Configuration.TCP.Routers) != 0 {
 		t.Fatalf("an empty store: %+v", m)
-	}
-}
-
-func TestBackoffCapped(t *testing.T) {
-	tm := DefaultTiming
-	for i := range 100 {
-		if d := tm.backoff(i); d > tm.BackoffMax || d < tm.BackoffMin/2 {
-			t.Fatalf("backoff(%d) = %v, want within [%v, %v]", i, d, tm.BackoffMin/2, tm.BackoffMax)
-		}
 	}
 }

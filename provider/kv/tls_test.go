@@ -11,7 +11,7 @@ import (
 )
 
 // Traefik's KV layout for the tls section and the servers transports
-// (README, "TLS"): these keys in, this configuration out; a bad key drops
+// (docs/reference/tls.md): these keys in, this configuration out; a bad key drops
 // only its own resource.
 func TestBuildTLSAndServersTransports(t *testing.T) {
 	pairs := []Pair{

@@ -133,13 +133,6 @@ func Build(services []Service, opts Options) provider.Result {
 	}, func(s Service) (provider.Source, []provider.Problem) { return buildService(s, opts) })
 }
 
-// build is Build with the problems as the provider's Message carries them.
-func build(services []Service, opts Options) provider.Message {
-	res := Build(services, opts)
-	problems, warnings := res.Split()
-	return provider.Message{ProviderName: Name, Configuration: res.Configuration, Problems: problems, Warnings: warnings}
-}
-
 // describe names a service in problems.
 func describe(s Service) string { return fmt.Sprintf("swarm service %q", s.Name) }
 
@@ -150,12 +143,8 @@ const noun = "Swarm service"
 // it contributes nothing) and its problems.
 func buildService(s Service, opts Options) (provider.Source, []provider.Problem) {
 	src := provider.Source{ID: s.ID, Name: describe(s)}
-	problem := func(sev provider.Severity, p provider.Problem) provider.Problem {
-		p.Source, p.SourceID, p.Severity = src.Name, src.ID, sev
-		return p
-	}
 	skip := func(p provider.Problem) (provider.Source, []provider.Problem) {
-		p = problem(provider.SeverityError, p)
+		p = serviceProblem(s, provider.SeverityError, p)
 		p.Skipped, p.DisablesRouter = true, labels.DeclaresRouter(s.Labels)
 		return provider.Source{}, []provider.Problem{p}
 	}
@@ -175,59 +164,29 @@ func buildService(s Service, opts Options) (provider.Source, []provider.Problem)
 		return provider.Source{}, nil
 	}
 
-	var warnings []provider.Problem
-	for _, k := range knobs.Deprecated {
-		swarmKey := labels.Root + ".swarm." + k[len(labels.Root+".docker."):]
-		warnings = append(warnings, problem(provider.SeverityWarning, provider.Problem{
-			Key: k, Value: s.Labels[k], KeyKind: provider.KeyLabel,
-			Message: fmt.Sprintf("traefik.docker. labels on a Swarm service are deprecated (Traefik v3 too): read as %s", swarmKey),
-		}))
-	}
-	lbSwarm := knobs.LBSwarm
-	if lbSwarm && s.EndpointMode == ModeDNSRR {
-		lbSwarm = false
-		warnings = append(warnings, problem(provider.SeverityWarning, provider.Problem{
-			Message: "lbswarm is set but the service's endpoint mode is dnsrr, which has no virtual IP: its tasks' addresses are used",
-		}))
-	}
-
-	// Where the servers are: the virtual IPs, or the running tasks'.
-	var addrs []map[string]string
-	if lbSwarm {
-		if len(s.VirtualIPs) > 0 {
-			addrs = append(addrs, s.VirtualIPs)
-		}
-	} else {
-		tasks := slices.Clone(s.Tasks)
-		sort.SliceStable(tasks, func(i, j int) bool {
-			if tasks[i].Slot != tasks[j].Slot {
-				return tasks[i].Slot < tasks[j].Slot
-			}
-			return tasks[i].ID < tasks[j].ID
-		})
-		for _, t := range tasks {
-			if t.State == TaskRunning && len(t.Networks) > 0 {
-				addrs = append(addrs, t.Networks)
-			}
-		}
-	}
+	lbSwarm, warnings := readKnobs(s, knobs)
+	addrs := serverAddrs(s, lbSwarm)
 	if len(addrs) == 0 && !opts.AllowEmptyServices {
 		return provider.Source{}, nil
 	}
 
-	conf, err := labels.Decode(s.Labels)
+	// A label that does not decode drops its own resource; one that no
+	// resource owns skips the service.
+	conf, dropped, err := labels.DecodeResources(s.Labels)
 	if err != nil {
 		return skip(provider.LabelProblem(err))
 	}
-	src.TLS = conf.TLS
+	src.TLS, src.TCP = conf.TLS, conf.TCP
+	drops := provider.DropResourceProblems(src, dropped, provider.LabelProblem, noun, labels.Root)
+	warnings = slices.Concat(drops, warnings)
 	tcp := conf.TCP
 	if tcp == nil || (len(tcp.Routers) == 0 && len(tcp.Services) == 0 && len(tcp.Middlewares) == 0) {
 		if src.TLS != nil {
+			src.TCP = nil
 			return src, warnings // TLS stores only
 		}
-		return provider.Source{}, nil
+		return provider.Source{}, drops
 	}
-	src.TCP = tcp
 	if len(tcp.Routers) == 0 && len(tcp.Services) == 0 {
 		return src, warnings
 	}
@@ -261,12 +220,66 @@ func buildService(s Service, opts Options) (provider.Source, []provider.Problem)
 		return out, nil
 	}
 	if p := provider.BuildTCPServiceConfiguration(src, provider.Normalize(s.Name), servers); p != nil {
-		return skip(*p)
+		src, skipped := skip(*p)
+		return src, append(drops, skipped...)
 	}
 	if choice != nil && choice.warning != nil {
-		warnings = append(warnings, problem(provider.SeverityWarning, *choice.warning))
+		warnings = append(warnings, serviceProblem(s, provider.SeverityWarning, *choice.warning))
 	}
 	return src, append(warnings, provider.BuildTCPRouterConfiguration(src, noun, labels.Root)...)
+}
+
+// serviceProblem is p, of severity sev, about the service s.
+func serviceProblem(s Service, sev provider.Severity, p provider.Problem) provider.Problem {
+	p.Source, p.SourceID, p.Severity = describe(s), s.ID, sev
+	return p
+}
+
+// readKnobs says whether the servers are the service's virtual IP
+// (traefik.swarm.lbswarm, which a dnsrr service cannot honour), with the
+// warnings the knobs' labels call for: deprecated spellings, lbswarm on
+// dnsrr.
+func readKnobs(s Service, knobs labels.Knobs) (lbSwarm bool, warnings []provider.Problem) {
+	for _, k := range knobs.Deprecated {
+		swarmKey := labels.Root + ".swarm." + k[len(labels.Root+".docker."):]
+		warnings = append(warnings, serviceProblem(s, provider.SeverityWarning, provider.Problem{
+			Key: k, Value: s.Labels[k], KeyKind: provider.KeyLabel,
+			Message: fmt.Sprintf("traefik.docker. labels on a Swarm service are deprecated (Traefik v3 too): read as %s", swarmKey),
+		}))
+	}
+	lbSwarm = knobs.LBSwarm
+	if lbSwarm && s.EndpointMode == ModeDNSRR {
+		lbSwarm = false
+		warnings = append(warnings, serviceProblem(s, provider.SeverityWarning, provider.Problem{
+			Message: "lbswarm is set but the service's endpoint mode is dnsrr, which has no virtual IP: its tasks' addresses are used",
+		}))
+	}
+	return lbSwarm, warnings
+}
+
+// serverAddrs returns where the servers are, each as its address per
+// network: the virtual IPs (lbSwarm), or the running tasks', by slot.
+func serverAddrs(s Service, lbSwarm bool) []map[string]string {
+	var addrs []map[string]string
+	if lbSwarm {
+		if len(s.VirtualIPs) > 0 {
+			addrs = append(addrs, s.VirtualIPs)
+		}
+		return addrs
+	}
+	tasks := slices.Clone(s.Tasks)
+	sort.SliceStable(tasks, func(i, j int) bool {
+		if tasks[i].Slot != tasks[j].Slot {
+			return tasks[i].Slot < tasks[j].Slot
+		}
+		return tasks[i].ID < tasks[j].ID
+	})
+	for _, t := range tasks {
+		if t.State == TaskRunning && len(t.Networks) > 0 {
+			addrs = append(addrs, t.Networks)
+		}
+	}
+	return addrs
 }
 
 // networkChoice is the network a service's servers are reached on, and the

@@ -189,7 +189,8 @@ func TestBuild(t *testing.T) {
 			wantProblems: []string{`swarm service "shop_db": service "shop-db": port is missing: set traefik.tcp.services.shop-db.loadbalancer.server.port`},
 		},
 		{
-			name: "a bad label leaves out only its service, naming the service and the label",
+			// Issue 42: a bad label used to leave out its whole Swarm service.
+			name: "a bad label drops only the resource it declares, naming the service, the label and the resource",
 			services: []Service{
 				service("shop_db", seed(), "10.0.9.3"),
 				service("shop_cache", map[string]string{
@@ -198,9 +199,14 @@ func TestBuild(t *testing.T) {
 					"traefik.tcp.services.cache.loadbalancer.server.port":     "6379",
 				}, "10.0.9.4"),
 			},
-			opts:         defaults(),
-			want:         seedConfig("10.0.9.3:7000"),
-			wantProblems: []string{`swarm service "shop_cache": label "traefik.tcp.middlewares.cache-limit.inflightconn.amount"="abc": `},
+			opts: defaults(),
+			want: func() *config.Dynamic {
+				d := seedConfig("10.0.9.3:7000")
+				d.TCP.Routers["cache"] = &config.TCPRouter{Rule: "HostSNI(`*`)", Service: "cache"}
+				d.TCP.Services["cache"] = svc("10.0.9.4:6379")
+				return d
+			}(),
+			wantProblems: []string{`swarm service "shop_cache": label "traefik.tcp.middlewares.cache-limit.inflightconn.amount"="abc": amount must be an integer, got "abc": middleware "cache-limit" is dropped`},
 		},
 		{
 			name:     "traefik.enable=false and exposedByDefault",
@@ -357,10 +363,16 @@ func TestBuildProblemFields(t *testing.T) {
 		t.Fatalf("problems = %+v, want one", res.Problems)
 	}
 	p := res.Problems[0]
+	// Issue 42: the label drops its router alone (Resource), not the service (Skipped).
 	want := provider.Problem{Source: `swarm service "shop_db"`, SourceID: "id-shop_db", Key: "traefik.tcp.routers.db.entrypoint", Value: "db",
-		KeyKind: provider.KeyLabel, Severity: provider.SeverityError, Skipped: true, DisablesRouter: true,
-		Message: "unknown key: field not found, node: entrypoint"}
+		KeyKind: provider.KeyLabel, Resource: provider.Resource{Kind: provider.KindRouter, Name: "db"}, Severity: provider.SeverityError, DisablesRouter: true,
+		Message: `unknown key: field not found, node: entrypoint: router "db" is dropped`}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("problem = %+v\nwant      %+v", p, want)
 	}
+}
+
+// build is Build as the provider's Message carries it.
+func build(services []Service, opts Options) provider.Message {
+	return Build(services, opts).Message(Name)
 }

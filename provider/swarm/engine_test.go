@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -39,12 +38,12 @@ func TestMain(m *testing.M) {
 	if swarmOwned {
 		// Engine work: not while another package's test measures latencies.
 		unlock, err := itest.LockEngine(false)
-		if out, err := exec.Command("docker", "swarm", "leave", "--force").CombinedOutput(); err != nil {
+		if out, err := itest.DockerCommand("swarm", "leave", "--force").CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "docker swarm leave --force: %v\n%s", err, out)
 		}
 		// swarm init made the bridge that links tasks to the host; leaving
 		// keeps it. Remove it too, unless something still uses it.
-		_ = exec.Command("docker", "network", "rm", "docker_gwbridge").Run()
+		_ = itest.DockerCommand("network", "rm", "docker_gwbridge").Run()
 		if err == nil {
 			unlock()
 		}
@@ -77,7 +76,7 @@ func needSwarm(t *testing.T, alone bool) {
 			swarmErr = fmt.Errorf("the engine's swarm state is %q: the tests need a manager, or no swarm at all", state)
 			return
 		}
-		out, err := exec.Command("docker", "swarm", "init", "--advertise-addr", "127.0.0.1").CombinedOutput()
+		out, err := itest.DockerCommand("swarm", "init", "--advertise-addr", "127.0.0.1").CombinedOutput()
 		switch {
 		case err == nil:
 			swarmOwned = true
@@ -93,7 +92,7 @@ func needSwarm(t *testing.T, alone bool) {
 // swarmState is "<LocalNodeState> <ControlAvailable>": "inactive false",
 // "active true" for a manager.
 func swarmState() (string, error) {
-	out, err := exec.Command("docker", "info", "--format", "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}").CombinedOutput()
+	out, err := itest.DockerCommand("info", "--format", "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}}").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("docker info: %v: %s", err, out)
 	}
@@ -140,7 +139,7 @@ func makeWorld(t *testing.T, alone bool) *world {
 func removeNetwork(t *testing.T, name string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		out, err := exec.Command("docker", "network", "rm", name).CombinedOutput()
+		out, err := itest.DockerCommand("network", "rm", name).CombinedOutput()
 		if err == nil || strings.Contains(string(out), "not found") {
 			return
 		}
@@ -163,7 +162,7 @@ func (w *world) service(what string, labels map[string]string, extra ...string) 
 	w.t.Helper()
 	name := w.name(what)
 	args := w.serviceArgs(name, labels, extra...)
-	w.t.Cleanup(func() { _ = exec.Command("docker", "service", "rm", name).Run() })
+	w.t.Cleanup(func() { _ = itest.DockerCommand("service", "rm", name).Run() })
 	itest.Docker(w.t, args...)
 	return name
 }
@@ -240,10 +239,10 @@ func (w *world) startGate(socket string, extra ...string) *gate {
 	args = append(args, extra...)
 	w.t.Cleanup(func() {
 		if w.t.Failed() {
-			out, _ := exec.Command("docker", "logs", g.container).CombinedOutput()
+			out, _ := itest.DockerCommand("logs", g.container).CombinedOutput()
 			w.t.Logf("tollgate logs:\n%s", out)
 		}
-		_ = exec.Command("docker", "rm", "-f", g.container).Run()
+		_ = itest.DockerCommand("rm", "-f", g.container).Run()
 	})
 	itest.Docker(w.t, args...)
 	g.ep = published(w.t, g.container, "5432/tcp")
@@ -262,7 +261,7 @@ func (w *world) startGate(socket string, extra ...string) *gate {
 
 // logs returns the container's log so far.
 func (g *gate) logs() string {
-	out, _ := exec.Command("docker", "logs", g.container).CombinedOutput()
+	out, _ := itest.DockerCommand("logs", g.container).CombinedOutput()
 	return string(out)
 }
 
@@ -294,13 +293,13 @@ type peer struct {
 func (w *world) client(what string, g *gate) peer {
 	w.t.Helper()
 	name := w.name(what)
-	w.t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
+	w.t.Cleanup(func() { _ = itest.DockerCommand("rm", "-f", name).Run() })
 	itest.Docker(w.t, "run", "-d", "--name", name, "--network", w.net, "-p", "127.0.0.1::9000",
 		itest.ForwardImage(w.t), "-to", g.ip+":5432")
 	c := peer{addr: published(w.t, name, "9000/tcp"), ip: w.ipOf(name)}
 	// The forwarder listens a moment after the container starts.
 	itest.Eventually(w.t, 5*time.Second, func() bool {
-		out, _ := exec.Command("docker", "logs", name).CombinedOutput()
+		out, _ := itest.DockerCommand("logs", name).CombinedOutput()
 		return strings.Contains(string(out), "forward:")
 	}, "forwarder %s did not start", name)
 	return c

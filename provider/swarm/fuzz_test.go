@@ -5,6 +5,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/tollgate-proxy/tollgate/provider"
 )
 
 // FuzzBuild feeds arbitrary labels (key=value lines) and network names to
@@ -37,9 +39,8 @@ func FuzzBuild(f *testing.F) {
 		s := Service{ID: "s", Name: "shop_db", Labels: lbls, EndpointMode: ModeVIP, VirtualIPs: nets("10.0.0.2"), Ingress: "ingress",
 			Tasks: []Task{{ID: "a", Slot: 1, State: TaskRunning, Networks: nets("10.0.0.3")}, {ID: "b", Slot: 2, State: TaskRunning, Networks: nets("10.0.0.4")}}}
 		r1, r2 := Build([]Service{s}, defaults()), Build([]Service{s}, defaults())
-		j1, _ := json.Marshal(r1)
-		j2, _ := json.Marshal(r2)
-		if string(j1) != string(j2) {
+		j1, j2 := resultJSON(t, r1), resultJSON(t, r2)
+		if j1 != j2 {
 			t.Fatalf("Build is not deterministic:\n%s\n%s", j1, j2)
 		}
 		if r1.Configuration == nil {
@@ -65,4 +66,24 @@ func FuzzBuild(f *testing.F) {
 			}
 		}
 	})
+}
+
+// resultJSON renders r whole, to compare two builds. encoding/json cannot
+// marshal DefinedBy, a map keyed by a struct: it goes in keyed by
+// "kind/name" (json sorts the keys).
+func resultJSON(t *testing.T, r provider.Result) string {
+	t.Helper()
+	definedBy := make(map[string][]string, len(r.DefinedBy))
+	for res, ids := range r.DefinedBy {
+		definedBy[res.Kind+"/"+res.Name] = ids
+	}
+	j, err := json.Marshal(struct {
+		Configuration any
+		Problems      []provider.Problem
+		DefinedBy     map[string][]string
+	}{r.Configuration, r.Problems, definedBy})
+	if err != nil {
+		t.Fatalf("marshalling the result: %v", err)
+	}
+	return string(j)
 }

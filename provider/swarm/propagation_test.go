@@ -3,7 +3,6 @@ package swarm
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"sort"
 	"strconv"
@@ -56,7 +55,7 @@ func TestE2EPropagation(t *testing.T) {
 	for i := range rounds {
 		name := w.name(fmt.Sprintf("lat%d", i))
 		args := w.serviceArgs(name, seedLabels(10))
-		t.Cleanup(func() { _ = exec.Command("docker", "service", "rm", name).Run() })
+		t.Cleanup(func() { _ = itest.DockerCommand("service", "rm", name).Run() })
 		time.Sleep(500 * time.Millisecond) // nothing else changing
 		itest.Docker(t, args...)
 		create = append(create, measure("create", servers(1)))

@@ -25,7 +25,7 @@ func (w *world) startProvider(edit func(*config.SwarmProvider)) *recorder {
 	if edit != nil {
 		edit(cfg)
 	}
-	p, err := New(cfg, zerolog.New(zerolog.NewTestWriter(w.t)).Level(zerolog.InfoLevel))
+	p, err := New(cfg, provider.Options{Log: zerolog.New(zerolog.NewTestWriter(w.t)).Level(zerolog.InfoLevel)})
 	if err != nil {
 		w.t.Fatal(err)
 	}

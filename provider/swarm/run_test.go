@@ -266,7 +266,7 @@ func TestFlags(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "")
-	p, err := New(nil, zerolog.Nop())
+	p, err := New(nil, provider.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestNew(t *testing.T) {
 		t.Fatalf("defaults: endpoint %q, timeout %v, cfg %+v", p.endpoint, p.timeout, p.cfg)
 	}
 	t.Setenv("DOCKER_HOST", "unix:///tmp/other.sock")
-	if p, _ := New(&config.SwarmProvider{EngineClient: config.EngineClient{HTTPClientTimeout: config.Duration(3 * time.Second)}}, zerolog.Nop()); p.endpoint != "unix:///tmp/other.sock" || p.timeout != 3*time.Second {
+	if p, _ := New(&config.SwarmProvider{EngineClient: config.EngineClient{HTTPClientTimeout: config.Duration(3 * time.Second)}}, provider.Options{}); p.endpoint != "unix:///tmp/other.sock" || p.timeout != 3*time.Second {
 		t.Fatalf("endpoint %q timeout %v, want DOCKER_HOST and 3s", p.endpoint, p.timeout)
 	}
 	for _, tc := range []struct {
@@ -287,11 +287,11 @@ func TestNew(t *testing.T) {
 		{config.SwarmProvider{EngineClient: config.EngineClient{HTTPClientTimeout: config.Duration(-time.Second)}}, "providers.swarm.httpClientTimeout"},
 		{config.SwarmProvider{EngineClient: config.EngineClient{TLS: &config.KVClientTLS{CA: "/nonexistent/ca.pem"}}}, "providers.swarm.tls.ca"},
 	} {
-		if _, err := New(&tc.cfg, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(&tc.cfg, provider.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", tc.cfg, err, tc.want)
 		}
 	}
-	match, err := New(&config.SwarmProvider{Constraints: "Label(`env`, `prod`)"}, zerolog.Nop())
+	match, err := New(&config.SwarmProvider{Constraints: "Label(`env`, `prod`)"}, provider.Options{})
 	if err != nil || match.opts.Match == nil || match.opts.Match(map[string]string{"env": "dev"}) || !match.opts.Match(map[string]string{"env": "prod"}) {
 		t.Fatalf("constraints not applied: %v", err)
 	}

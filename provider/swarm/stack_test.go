@@ -29,16 +29,16 @@ func TestStackExample(t *testing.T) {
 	stack := "tgit" + itest.Uniq()
 	ports := freePorts(t, 2)
 	port, apiPort := ports[0], ports[1]
-	deploy := exec.Command("docker", "stack", "deploy", "--resolve-image", "never", "-c", file, stack)
+	deploy := itest.DockerCommand("stack", "deploy", "--resolve-image", "never", "-c", file, stack)
 	deploy.Env = append(os.Environ(),
 		"TOLLGATE_IMAGE="+itest.TollgateImage(t), "TOLLGATE_ECHO_IMAGE="+itest.EchoImage(t),
 		"TOLLGATE_SWARM_LIMITED_PORT="+port, "TOLLGATE_SWARM_API_PORT="+apiPort)
 	t.Cleanup(func() {
 		if t.Failed() {
-			logs, _ := exec.Command("docker", "service", "logs", "--raw", stack+"_tollgate").CombinedOutput()
+			logs, _ := itest.DockerCommand("service", "logs", "--raw", stack+"_tollgate").CombinedOutput()
 			t.Logf("tollgate logs:\n%s", logs)
 		}
-		_ = exec.Command("docker", "stack", "rm", stack).Run()
+		_ = itest.DockerCommand("stack", "rm", stack).Run()
 		removeNetwork(t, stack+"_backend") // once the tasks have left it
 	})
 	if out, err := deploy.CombinedOutput(); err != nil {

@@ -22,10 +22,10 @@
 // replicas, a rolling update) the provider lists again shortly after: every
 // 50 ms after a wake-up or a task state change, backing off to 500 ms while
 // nothing moves. The poll every refreshSeconds stays as the safety net.
-// When the manager cannot be reached, Run sends a Message with Err set, so
-// the watcher keeps the last good configuration serving, and reconnects
-// with capped exponential backoff (provider.Feed.Reconnect); on
-// reconnection it resyncs at once.
+// Each connection is one attempt of the provider runtime (provider.Loop):
+// when the manager cannot be reached, the watcher is told (Message.Err) and
+// keeps the last good configuration serving, and the provider reconnects
+// with the runtime's backoff; on reconnection it resyncs at once.
 package swarm
 
 import (
@@ -93,6 +93,7 @@ type Provider struct {
 	opts     Options
 	timeout  time.Duration
 	log      zerolog.Logger
+	backoff  provider.Backoff
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -103,7 +104,7 @@ var _ provider.Provider = (*Provider)(nil)
 // engine: an engine that is down, or not a manager, is reported by Run. It
 // fails on a malformed endpoint or constraints expression, or a negative
 // duration.
-func New(cfg *config.SwarmProvider, log zerolog.Logger) (*Provider, error) {
+func New(cfg *config.SwarmProvider, po provider.Options) (*Provider, error) {
 	var c config.SwarmProvider
 	if cfg != nil {
 		c = *cfg
@@ -139,7 +140,8 @@ func New(cfg *config.SwarmProvider, log zerolog.Logger) (*Provider, error) {
 		closer:   cl.Close,
 		opts:     optionsFrom(&c, match),
 		timeout:  timeout,
-		log:      log.With().Str("provider", Name).Logger(),
+		log:      po.Log.With().Str("provider", Name).Logger(),
+		backoff:  po.Backoff,
 	}, nil
 }
 
@@ -149,21 +151,16 @@ func (p *Provider) Name() string { return Name }
 // Run watches the manager until ctx is done, sending complete snapshots to
 // out. It returns nil when ctx is done.
 func (p *Provider) Run(ctx context.Context, out chan<- provider.Message) error {
-	defer func() {
-		if p.closer != nil {
-			_ = p.closer()
-		}
-	}()
-	s := &session{p: p, feed: &provider.Feed{Out: out, Name: Name}}
-	s.feed.Reconnect(ctx, p.log.With().Str("endpoint", p.endpoint).Logger(),
-		"Swarm manager unreachable, keeping the last configuration", s.run)
+	s := &session{p: p}
+	provider.Loop{Name: Name, What: "Swarm manager", Log: p.log.With().Str("endpoint", p.endpoint).Logger(),
+		Backoff: p.backoff, Close: p.closer, Attempt: s.run}.Run(ctx, out)
 	return nil
 }
 
-// session is one Run: the provider and its side of the message channel.
+// session is one Run: the provider, and the current connection's sink.
 type session struct {
 	p    *Provider
-	feed *provider.Feed
+	sink *provider.Sink
 	// moved sums up the task states of the last listing, to tell whether
 	// the swarm moved since; interval is the wait before the next listing
 	// while it converges.
@@ -171,10 +168,11 @@ type session struct {
 	interval time.Duration
 }
 
-// run connects, sends a snapshot, and follows events until the connection
-// fails (returning why) or ctx is done.
-func (s *session) run(ctx context.Context) error {
+// run connects, sends a snapshot through sink, and follows events until the
+// connection fails (returning why) or ctx is done.
+func (s *session) run(ctx context.Context, sink *provider.Sink) error {
 	p := s.p
+	s.sink = sink
 	f := engine.Follow{
 		API: p.api, Endpoint: p.endpoint, Timeout: p.timeout,
 		Wakes:   s.wakes,
@@ -227,7 +225,7 @@ func (s *session) resync(ctx context.Context, woken bool) (time.Duration, error)
 	}
 	moved := snap.moved != s.moved
 	s.moved = snap.moved
-	if !s.feed.Snapshot(ctx, build(snap.services, s.p.opts), nil) {
+	if !s.sink.Result(ctx, Build(snap.services, s.p.opts)) {
 		return 0, ctx.Err()
 	}
 	switch {

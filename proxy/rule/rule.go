@@ -18,14 +18,17 @@
 package rule
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/expr"
+	"github.com/tollgate-proxy/tollgate/internal/quote"
 	"github.com/tollgate-proxy/tollgate/proxy/tcp"
 )
 
@@ -33,7 +36,7 @@ import (
 // use. The zero value and a nil *Rule match nothing; get one from Parse.
 type Rule struct {
 	ast  *expr.Node
-	root node
+	root expr.Tree[leaf]
 
 	needsTLS bool
 	catchAll bool
@@ -45,10 +48,7 @@ type Rule struct {
 type op uint8
 
 const (
-	opNone     op = iota // zero node: matches nothing
-	opAnd                // all kids
-	opOr                 // any kid
-	opNot                // not kids[0]
+	opNone     op = iota // zero leaf: matches nothing
 	opAny                // HostSNI(`*`)
 	opSNI                // HostSNI(`name`): s is the lower-cased name
 	opSNIWild            // HostSNI(`*.suffix`): s is ".suffix", lower-cased
@@ -57,12 +57,12 @@ const (
 	opALPN               // ALPN: s
 )
 
-type node struct {
-	op   op
-	kids []node
-	s    string
-	re   *regexp.Regexp
-	pfx  netip.Prefix
+// leaf is a matcher call of a compiled rule.
+type leaf struct {
+	op  op
+	s   string
+	re  *regexp.Regexp
+	pfx netip.Prefix
 }
 
 // The matchers, by canonical name.
@@ -100,65 +100,48 @@ const acmeTLSALPN = "acme-tls/1"
 func Parse(rule string) (*Rule, error) {
 	ast, err := expr.Parse(rule)
 	if err != nil {
-		return nil, fmt.Errorf("rule %q: %w", rule, err)
+		return nil, fmt.Errorf("rule %s: %w", quote.Q(rule), err)
 	}
 	r := &Rule{ast: ast}
-	if err := r.compile(&r.root, ast); err != nil {
-		return nil, fmt.Errorf("rule %q: %w", rule, err)
+	if r.root, err = expr.Compile(ast, r.compile); err != nil {
+		return nil, fmt.Errorf("rule %s: %w", quote.Q(rule), err)
 	}
-	r.catchAll = r.root.op == opAny
+	r.catchAll = r.root.Op == expr.OpLeaf && r.root.Leaf.op == opAny
 	r.exact, r.wild, r.sniOK = sniSets(&r.root)
 	return r, nil
 }
 
-// compile builds n from a, canonicalising the matcher names in a so that
-// String prints them as documented.
-func (r *Rule) compile(n *node, a *expr.Node) error {
-	switch a.Kind {
-	case expr.And, expr.Or, expr.Not:
-		switch a.Kind {
-		case expr.And:
-			n.op = opAnd
-		case expr.Or:
-			n.op = opOr
-		default:
-			n.op = opNot
-		}
-		n.kids = make([]node, len(a.Kids))
-		for i, k := range a.Kids {
-			if err := r.compile(&n.kids[i], k); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+// compile makes the leaf of the matcher call a, canonicalising its name in
+// a so that String prints it as documented.
+func (r *Rule) compile(a *expr.Node) (leaf, error) {
+	var n leaf
 	name, ok := canonicalName(a.Name)
 	if !ok {
-		return fmt.Errorf("unknown matcher %q at %d: want HostSNI, HostSNIRegexp, ClientIP or ALPN", a.Name, a.Pos)
+		return n, fmt.Errorf("unknown matcher %s at %d: want HostSNI, HostSNIRegexp, ClientIP or ALPN", quote.Q(a.Name), a.Pos)
 	}
 	a.Name = name
 	if len(a.Args) != 1 {
 		err := fmt.Errorf("%s at %d: takes exactly 1 argument, got %d", name, a.Pos, len(a.Args))
 		if len(a.Args) > 1 {
 			// Traefik v2 accepted several names per call; v3 does not.
-			err = fmt.Errorf("%w (combine several with ||, e.g. %s(%s) || %s(%s))", err, name, expr.Quote(a.Args[0]), name, expr.Quote(a.Args[1]))
+			err = fmt.Errorf("%w (combine several with ||, e.g. %s(%s) || %s(%s))", err, name, quote.Text(expr.Quote(a.Args[0])), name, quote.Text(expr.Quote(a.Args[1])))
 		}
-		return err
+		return n, err
 	}
 	arg := a.Args[0]
 	if arg == "" {
-		return fmt.Errorf("%s at %d: empty argument", name, a.Pos)
+		return n, fmt.Errorf("%s at %d: empty argument", name, a.Pos)
 	}
 	switch name {
 	case mHostSNI:
 		if arg == "*" {
 			n.op = opAny
-			return nil
+			return n, nil
 		}
 		r.needsTLS = true
 		host, wild, err := parseHost(arg)
 		if err != nil {
-			return fmt.Errorf("%s at %d: %w", name, a.Pos, err)
+			return n, fmt.Errorf("%s at %d: %w", name, a.Pos, err)
 		}
 		n.op, n.s = opSNI, host
 		if wild {
@@ -167,27 +150,31 @@ func (r *Rule) compile(n *node, a *expr.Node) error {
 	case mHostSNIRegexp:
 		r.needsTLS = true
 		if !isASCII(arg) {
-			return fmt.Errorf("%s at %d: %q is not ASCII: write internationalised names in punycode (xn--...)", name, a.Pos, arg)
+			return n, fmt.Errorf("%s at %d: %s is not ASCII: write internationalised names in punycode (xn--...)", name, a.Pos, quote.Q(arg))
 		}
 		re, err := regexp.Compile(arg)
 		if err != nil {
-			return fmt.Errorf("%s at %d: compiling %q: %w", name, a.Pos, arg, err)
+			var se *syntax.Error
+			if errors.As(err, &se) { // its text quotes the expression, whole
+				err = fmt.Errorf("%s: %s", se.Code, quote.Text("`"+se.Expr+"`"))
+			}
+			return n, fmt.Errorf("%s at %d: compiling %s: %w", name, a.Pos, quote.Q(arg), err)
 		}
 		n.op, n.re = opSNIRegex, re
 	case mClientIP:
 		pfx, err := config.ParsePrefix(arg)
 		if err != nil {
-			return fmt.Errorf("%s at %d: %w", name, a.Pos, err)
+			return n, fmt.Errorf("%s at %d: %w", name, a.Pos, err)
 		}
 		n.op, n.pfx = opClientIP, pfx
 	case mALPN:
 		r.needsTLS = true
 		if arg == acmeTLSALPN {
-			return fmt.Errorf("%s at %d: protocol %q is reserved for ACME challenges", name, a.Pos, arg)
+			return n, fmt.Errorf("%s at %d: protocol %q is reserved for ACME challenges", name, a.Pos, arg)
 		}
 		n.op, n.s = opALPN, arg
 	}
-	return nil
+	return n, nil
 }
 
 // parseHost validates a HostSNI name the way Traefik does (word characters,
@@ -196,7 +183,7 @@ func (r *Rule) compile(n *node, a *expr.Node) error {
 // wild = true.
 func parseHost(arg string) (host string, wild bool, err error) {
 	if !isASCII(arg) {
-		return "", false, fmt.Errorf("%q is not ASCII: write internationalised names in punycode (xn--...)", arg)
+		return "", false, fmt.Errorf("%s is not ASCII: write internationalised names in punycode (xn--...)", quote.Q(arg))
 	}
 	host = strings.TrimSuffix(strings.ToLower(arg), ".")
 	if rest, ok := strings.CutPrefix(host, "*."); ok {
@@ -205,7 +192,7 @@ func parseHost(arg string) (host string, wild bool, err error) {
 	if host == "" || host[0] == '.' || strings.IndexFunc(host, func(c rune) bool {
 		return !(c == '.' || c == '-' || c == ':' || c == '_' || ('a' <= c && c <= 'z') || ('0' <= c && c <= '9'))
 	}) >= 0 {
-		return "", false, fmt.Errorf("%q is not a valid host name (want a name such as db.example.com, a wildcard such as *.example.com, or *)", arg)
+		return "", false, fmt.Errorf("%s is not a valid host name (want a name such as db.example.com, a wildcard such as *.example.com, or *)", quote.Q(arg))
 	}
 	if wild {
 		host = "." + host
@@ -223,13 +210,16 @@ func isASCII(s string) bool {
 }
 
 // sniSets returns the names of a rule that is only HostSNI names joined by ||.
-func sniSets(n *node) (exact, wild []string, ok bool) {
-	leaves := []node{*n}
-	if n.op == opOr {
-		leaves = n.kids
+func sniSets(n *expr.Tree[leaf]) (exact, wild []string, ok bool) {
+	leaves := []expr.Tree[leaf]{*n}
+	if n.Op == expr.OpOr {
+		leaves = n.Kids
 	}
-	for _, l := range leaves {
-		switch l.op {
+	for _, t := range leaves {
+		if t.Op != expr.OpLeaf {
+			return nil, nil, false
+		}
+		switch l := t.Leaf; l.op {
 		case opSNI:
 			if !slices.Contains(exact, l.s) {
 				exact = append(exact, l.s)
@@ -257,27 +247,14 @@ func (r *Rule) Match(c *tcp.Conn) bool {
 	if r == nil || c == nil {
 		return false
 	}
-	return r.root.match(c)
+	if r.root.Op == expr.OpLeaf { // one matcher, the usual rule: no call through Eval
+		return r.root.Leaf.match(c)
+	}
+	return r.root.Eval(func(l *leaf) bool { return l.match(c) })
 }
 
-func (n *node) match(c *tcp.Conn) bool {
+func (n *leaf) match(c *tcp.Conn) bool {
 	switch n.op {
-	case opAnd:
-		for i := range n.kids {
-			if !n.kids[i].match(c) {
-				return false
-			}
-		}
-		return true
-	case opOr:
-		for i := range n.kids {
-			if n.kids[i].match(c) {
-				return true
-			}
-		}
-		return false
-	case opNot:
-		return !n.kids[0].match(c)
 	case opAny:
 		return true
 	case opSNI:

@@ -361,3 +361,29 @@ func BenchmarkMatch(b *testing.B) {
 		})
 	}
 }
+
+// Issue 41.6: whatever part of a rule is huge (an argument, a matcher name,
+// a string literal, the whole rule), its error quotes it up to a bound and
+// says how long it was.
+func TestParseErrorsOfHugeRulesAreBounded(t *testing.T) {
+	a := strings.Repeat("a", 1<<20)
+	for _, rule := range []string{
+		"HostSNI(`" + a + "!`)",           // not a host name
+		"HostSNIRegexp(`" + a + "(`)",     // a regexp that does not compile
+		"ClientIP(`" + a + "`)",           // not a CIDR
+		a + "(`x`)",                       // an unknown matcher
+		"HostSNI(`x`) && `" + a + "`",     // an unexpected string
+		"HostSNI(`x`) " + a,               // an unexpected identifier
+		"HostSNI(\"" + a + "\\q\")",       // an invalid string literal
+		"HostSNI(`x`, `" + a + "`)",       // v2's several arguments
+		"HostSNI(`x`) && " + a + "(`x`) ", // an unknown matcher, later
+	} {
+		_, err := Parse(rule)
+		if err == nil {
+			t.Fatalf("Parse(%.40q…) succeeded", rule)
+		}
+		if msg := err.Error(); len(msg) > 2048 || !strings.Contains(msg, "bytes, first ") {
+			t.Errorf("Parse(%.40q…): error of %d bytes, want at most 2 KiB with the input's length: %.400s", rule, len(msg), msg)
+		}
+	}
+}

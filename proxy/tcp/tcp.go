@@ -7,7 +7,6 @@ package tcp
 import (
 	"net"
 	"net/netip"
-	"os"
 )
 
 // Handler serves one accepted connection.
@@ -82,6 +81,13 @@ type Conn struct {
 	// EntryPoint and Router name where the connection was accepted and routed.
 	EntryPoint string
 	Router     string
+	// Refusals is where a refusal of the connection is recorded
+	// (NoteRefusal): the process's record of recent refusals, set by the
+	// entry point; nil records nothing.
+	Refusals *Refusals
+	// RefusePolicy is how the connection is closed when a limit refuses
+	// it (Gently), set by the entry point from the server's options.
+	RefusePolicy RefusePolicy
 
 	fin     [4]Finisher
 	more    []Finisher
@@ -167,6 +173,13 @@ func (c *Conn) Finish() {
 	}
 }
 
+// NoteRefusal records in c.Refusals that c is refused for why, by by (the
+// middleware, or the service for a queue's reasons; "" for the entry
+// point's own) with msg, a message that does not name the client (built
+// once, not per connection). It allocates nothing; the caller then
+// refuses c.
+func (c *Conn) NoteRefusal(why Reason, by, msg string) { c.Refusals.Add(c, why, by, msg) }
+
 // Reject ends the connection without serving it, with a reset: see Refuse.
 func (c *Conn) Reject() { c.Refuse(false) }
 
@@ -175,18 +188,41 @@ func (c *Conn) Reject() { c.Refuse(false) }
 // that a client that hits a limit now and then reads "the server closed the
 // connection" (curl: "Empty reply from server"), while one of a flood (its
 // log line suppressed) gets a reset, the cheapest ending for the proxy.
-// TOLLGATE_REFUSE=reset|gentle fixes the choice, for measuring each.
-func Gently(logged bool) bool {
-	switch refusePolicy {
-	case "reset":
+// c.RefusePolicy may fix the choice instead.
+func (c *Conn) Gently(logged bool) bool {
+	switch c.RefusePolicy {
+	case RefuseReset:
 		return false
-	case "gentle":
+	case RefuseGently:
 		return true
 	}
 	return logged
 }
 
-var refusePolicy = os.Getenv("TOLLGATE_REFUSE")
+// RefusePolicy is how a connection that a limit refuses is closed (Conn.Gently).
+// The zero value, RefuseAsLogged, is tollgate's: gently when the refusal
+// is logged, with a reset when its line is suppressed. The other two fix
+// the choice, for measuring each (bench/: TOLLGATE_REFUSE, which main reads).
+type RefusePolicy uint8
+
+// The refuse policies.
+const (
+	RefuseAsLogged RefusePolicy = iota
+	RefuseReset
+	RefuseGently
+)
+
+// ParseRefusePolicy reads a policy's name: "reset", "gentle", or anything
+// else (the empty string) for RefuseAsLogged.
+func ParseRefusePolicy(s string) RefusePolicy {
+	switch s {
+	case "reset":
+		return RefuseReset
+	case "gentle":
+		return RefuseGently
+	}
+	return RefuseAsLogged
+}
 
 // Refuse ends the connection without serving it: it finishes it, then closes
 // the socket, gently (orderly close) or with a reset. Finishing first means

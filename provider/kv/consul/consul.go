@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/provider"
@@ -47,7 +46,7 @@ type kvAPI interface {
 // cfg.Namespaces is set (Consul Enterprise; names qualified
 // `@consul-<namespace>`). New does no I/O: an unreachable agent is reported
 // by Run. Errors name the option and the value.
-func New(cfg *config.ConsulKVProvider, log zerolog.Logger) ([]*kv.Provider, error) {
+func New(cfg *config.ConsulKVProvider, po provider.Options) ([]*kv.Provider, error) {
 	if cfg == nil {
 		cfg = &config.ConsulKVProvider{}
 		cfg.SetDefaults()
@@ -71,14 +70,14 @@ func New(cfg *config.ConsulKVProvider, log zerolog.Logger) ([]*kv.Provider, erro
 	opts := kv.Options{RootKey: cfg.RootKey}
 	what := "consul agent " + strings.Join(addrs, ", ")
 	if len(cfg.Namespaces) == 0 {
-		return []*kv.Provider{kv.New(Name, what, newStore(clients, opts, ""), opts, log)}, nil
+		return []*kv.Provider{kv.New(Name, what, newStore(clients, opts, ""), opts, po)}, nil
 	}
 	var out []*kv.Provider
 	for _, ns := range cfg.Namespaces {
 		if ns == "" {
 			return nil, errors.New("providers.consul.namespaces: an empty namespace")
 		}
-		out = append(out, kv.New(Name+"-"+ns, what+" (namespace "+ns+")", newStore(clients, opts, ns), opts, log))
+		out = append(out, kv.New(Name+"-"+ns, what+" (namespace "+ns+")", newStore(clients, opts, ns), opts, po))
 	}
 	return out, nil
 }

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/kv"
 	"github.com/tollgate-proxy/tollgate/provider/kv/internal/kvtest"
 )
@@ -103,12 +103,12 @@ func TestStoreBlockingQueries(t *testing.T) {
 func TestNew(t *testing.T) {
 	cfg := &config.ConsulKVProvider{}
 	cfg.SetDefaults()
-	ps, err := New(cfg, zerolog.Nop())
+	ps, err := New(cfg, provider.Options{})
 	if err != nil || len(ps) != 1 || ps[0].Name() != "consul" {
 		t.Fatalf("defaults: %v %v", ps, err)
 	}
 	cfg.Namespaces = []string{"a", "b"}
-	ps, err = New(cfg, zerolog.Nop())
+	ps, err = New(cfg, provider.Options{})
 	if err != nil || len(ps) != 2 || ps[0].Name() != "consul-a" || ps[1].Name() != "consul-b" {
 		t.Fatalf("namespaces: %v %v", ps, err)
 	}
@@ -126,7 +126,7 @@ func TestNew(t *testing.T) {
 		c := &config.ConsulKVProvider{}
 		c.SetDefaults()
 		tc.edit(c)
-		if _, err := New(c, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(c, provider.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New: %v, want %q", err, tc.want)
 		}
 	}
@@ -170,7 +170,7 @@ acl { enabled = true, default_policy = "deny", tokens { initial_management = "ro
 	kvtest.Routed(t, Name, []string{ep, "--providers.consul.tls.ca=" + cert, "--providers.consul.token=root-token"}, put)
 	// Without a token that may read the keys, Consul 1.14 answers as if
 	// there were none (404, and no X-Consul-Results-Filtered-By-ACLs): the
-	// provider serves nothing (README, KV stores).
+	// provider serves nothing (docs/reference/providers/kv.md).
 	tg := itest.StartTollgate(t, "--entryPoints.db.address="+itest.FreeAddr(t), ep, "--providers.consul.tls.ca="+cert)
 	itest.Eventually(t, 5*time.Second, func() bool { return tg.Rawdata(t).Provider(Name).State == "ok" }, "provider ok")
 	if rd := tg.Rawdata(t); len(rd.Routers) != 0 {

@@ -19,7 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -51,7 +50,7 @@ type client interface {
 
 // New checks cfg and returns the provider. New does no I/O: an unreachable
 // etcd is reported by Run. Errors name the option and the value.
-func New(cfg *config.EtcdProvider, log zerolog.Logger) (*kv.Provider, error) {
+func New(cfg *config.EtcdProvider, po provider.Options) (*kv.Provider, error) {
 	if cfg == nil {
 		cfg = &config.EtcdProvider{}
 		cfg.SetDefaults()
@@ -91,7 +90,7 @@ func New(cfg *config.EtcdProvider, log zerolog.Logger) (*kv.Provider, error) {
 		}
 		return etcdClient{c}, nil
 	}, opts)
-	return kv.New(Name, "etcd "+strings.Join(cfg.Endpoints, ", "), st, opts, log), nil
+	return kv.New(Name, "etcd "+strings.Join(cfg.Endpoints, ", "), st, opts, po), nil
 }
 
 // dialOptions caps gRPC's reconnect backoff, which otherwise grows to 2
@@ -311,9 +310,11 @@ func (s *store) monitor(ctx context.Context) {
 	}
 }
 
+// drainLost drops a loss reported before a member answered: the answer
+// says the connection is back, so the report is stale.
 func (s *store) drainLost() {
 	select {
-	case <-s.lost:
+	case <-s.lost: //nolint:errcheck // the stale report is what is dropped
 	default:
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -211,13 +210,13 @@ func TestNew(t *testing.T) {
 		c := &config.EtcdProvider{}
 		c.SetDefaults()
 		tc.edit(c)
-		if _, err := New(c, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(c, provider.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New: %v, want %q", err, tc.want)
 		}
 	}
 	c := &config.EtcdProvider{}
 	c.SetDefaults()
-	if p, err := New(c, zerolog.Nop()); err != nil || p.Name() != "etcd" {
+	if p, err := New(c, provider.Options{}); err != nil || p.Name() != "etcd" {
 		t.Errorf("defaults: %v %v", p, err)
 	}
 }

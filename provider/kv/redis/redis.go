@@ -71,7 +71,7 @@ type client interface {
 // master (or, with a strategy, for the replicas too), follows a failover
 // they announce, and asks again after an error, so the provider's retry
 // after an outage finds the new master.
-func New(cfg *config.RedisProvider, log zerolog.Logger) (*kv.Provider, error) {
+func New(cfg *config.RedisProvider, po provider.Options) (*kv.Provider, error) {
 	if cfg == nil {
 		cfg = &config.RedisProvider{}
 		cfg.SetDefaults()
@@ -116,8 +116,8 @@ func New(cfg *config.RedisProvider, log zerolog.Logger) (*kv.Provider, error) {
 		})
 	}
 	opts := kv.Options{RootKey: cfg.RootKey}
-	st := newStore(c, opts, cfg.DB, log.With().Str("provider", Name).Logger())
-	return kv.New(Name, desc, st, opts, log), nil
+	st := newStore(c, opts, cfg.DB, po.Log.With().Str("provider", Name).Logger())
+	return kv.New(Name, desc, st, opts, po), nil
 }
 
 // sentinelClient checks providers.redis.sentinel and returns the client
@@ -212,7 +212,7 @@ func (s *store) Next(ctx context.Context) ([]kv.Pair, error) {
 		return s.read(ctx)
 	}
 	if s.polling {
-		if !kv.Sleep(ctx, s.poll) {
+		if !provider.Sleep(ctx, s.poll) {
 			return nil, ctx.Err()
 		}
 		if on, _, err := s.notifying(ctx); err != nil {

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/itest"
+	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/kv/internal/kvtest"
 )
 
@@ -25,7 +25,7 @@ func TestNewAcceptsSentinel(t *testing.T) {
 		{MasterName: "mymaster", RandomStrategy: true},
 	} {
 		c := &config.RedisProvider{Endpoints: []string{"a:26379", "b:26379", "c:26379"}, DB: 2, Sentinel: &s}
-		if p, err := New(c, zerolog.Nop()); err != nil || p == nil {
+		if p, err := New(c, provider.Options{}); err != nil || p == nil {
 			t.Errorf("sentinel %+v: %v", s, err)
 		}
 	}

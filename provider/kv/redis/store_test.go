@@ -44,7 +44,7 @@ func TestPollsWithoutNotificationsThenFollowsThem(t *testing.T) {
 	cfg := &config.RedisProvider{}
 	cfg.SetDefaults()
 	cfg.Endpoints = []string{"127.0.0.1:" + strconv.Itoa(s.port)}
-	p, err := New(cfg, zerolog.Nop())
+	p, err := New(cfg, provider.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestNew(t *testing.T) {
 		c := &config.RedisProvider{}
 		c.SetDefaults()
 		tc.edit(c)
-		if _, err := New(c, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(c, provider.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New: %v, want %q", err, tc.want)
 		}
 	}

@@ -16,12 +16,11 @@ import (
 // fakeConn is a tree of znodes with one-shot watches, as ZooKeeper keeps
 // them. hook, when set, runs before each call (to race a writer).
 type fakeConn struct {
-	mu      sync.Mutex
-	nodes   map[string]string // path -> data
-	dataW   map[string][]chan zk.Event
-	childW  map[string][]chan zk.Event
-	hook    func(op, path string)
-	created []string
+	mu     sync.Mutex
+	nodes  map[string]string // path -> data
+	dataW  map[string][]chan zk.Event
+	childW map[string][]chan zk.Event
+	hook   func(op, path string)
 }
 
 func newFakeConn() *fakeConn {

@@ -23,9 +23,9 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/rs/zerolog"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/provider"
 	"github.com/tollgate-proxy/tollgate/provider/kv"
 )
 
@@ -51,7 +51,7 @@ type conn interface {
 
 // New checks cfg and returns the provider. New does no I/O: an unreachable
 // ensemble is reported by Run. Errors name the option and the value.
-func New(cfg *config.ZooKeeperProvider, log zerolog.Logger) (*kv.Provider, error) {
+func New(cfg *config.ZooKeeperProvider, po provider.Options) (*kv.Provider, error) {
 	if cfg == nil {
 		cfg = &config.ZooKeeperProvider{}
 		cfg.SetDefaults()
@@ -83,7 +83,7 @@ func New(cfg *config.ZooKeeperProvider, log zerolog.Logger) (*kv.Provider, error
 		}
 		return c, nil
 	}
-	return kv.New(Name, "zookeeper "+strings.Join(cfg.Endpoints, ", "), st, opts, log), nil
+	return kv.New(Name, "zookeeper "+strings.Join(cfg.Endpoints, ", "), st, opts, po), nil
 }
 
 // quiet drops the client's own log lines: the provider reports what matters.
