@@ -10,8 +10,13 @@
 #
 # Settings (environment): PEERS, SCENARIOS, REPS, QUICK, LIMIT, RATE, BURST, AB, RATIOS,
 # TOLLGATE_BIN, TOLLGATE_BASE_BIN, TOLLGATE_BASE_REF, ECHO_PORT, PORT_BASE,
-# PG_PORT, REDIS_PORT, OUT, COOLDOWN, CONNTRACK (auto|notrack|drain|off).
+# PG_PORT, REDIS_PORT, LAPI_PORT, OUT, COOLDOWN, CONNTRACK (auto|notrack|drain|off),
+# PUBLISH, HOST_LABEL.
 # bench/README.md describes them, the scenarios, and how to add either.
+#
+# The run keeps itself: bench/results/<date>-<time>-<host>.md (committed),
+# a line in bench/results/README.md, and after a full run (every default peer
+# and scenario) bench/README.md's latest table; the raw outputs stay in OUT.
 #
 # It installs nothing. What it needs and does not find, it names (with the
 # Debian package) and skips, or stops when nothing can run without it.
@@ -20,23 +25,30 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 BIN=${BIN:-$HERE/.bin}
-OUT=${OUT:-$HERE/results/$(date -u +%Y%m%dT%H%M%SZ)}
+OUT=${OUT:-$HERE/.out/$(date -u +%Y%m%dT%H%M%SZ)}
 QUICK=${QUICK:-0}
 AB=${AB:-0}
+# A full run (the default peers and scenarios, not QUICK, not A/B) replaces
+# bench/README.md's latest table when it publishes.
+FULL=0
+[[ -z ${PEERS:-} && -z ${SCENARIOS:-} && $QUICK != 1 && $AB != 1 ]] && FULL=1
+if [[ $QUICK == 1 ]]; then PUBLISH=${PUBLISH:-0}; else PUBLISH=${PUBLISH:-1}; fi
+HOST_LABEL=${HOST_LABEL:-}     # the results file's host part (default: from the CPU model)
 if [[ $AB == 1 ]]; then
     PEERS=${PEERS:-tollgate-base tollgate}
 else
-    PEERS=${PEERS:-direct haproxy nginx tollgate haproxy-rate tollgate-rate haproxy-tls nginx-tls tollgate-tls}
+    PEERS=${PEERS:-direct haproxy nginx tollgate haproxy-rate tollgate-rate haproxy-tls nginx-tls tollgate-tls tollgate-allow tollgate-chain}
 fi
 SCENARIOS=${SCENARIOS:-conn-rate rr pgbench redis limit-exact flood reconnect throughput idle-memory ip-spray syscalls tls-handshake tls-idle-memory}
 if [[ $QUICK == 1 ]]; then REPS=${REPS:-1}; else REPS=${REPS:-3}; fi
 LIMIT=${LIMIT:-10}             # per-IP concurrent connection limit, the same for every peer
 RATE=${RATE:-20}               # the *-rate peers: per-IP connections per second in the long run
 BURST=${BURST:-10}             # the *-rate peers: per-IP burst (tollgate's rateLimit; HAProxy has none)
-RATIOS=${RATIOS:-tollgate/haproxy tollgate/nginx tollgate/nginx-halfclose tollgate-close/nginx tollgate/tollgate-base tollgate-rate/haproxy-rate tollgate-redis/tollgate tollgate-tls/haproxy-tls tollgate-tls/nginx-tls tollgate-tls/tollgate-base-tls}
+RATIOS=${RATIOS:-tollgate/haproxy tollgate/nginx tollgate/nginx-halfclose tollgate-close/nginx tollgate/tollgate-base tollgate-rate/haproxy-rate tollgate-redis/tollgate tollgate-tls/haproxy-tls tollgate-tls/nginx-tls tollgate-tls/tollgate-base-tls tollgate-chain/tollgate-allow}
 ECHO_PORT=${ECHO_PORT:-29000}  # the echo backend
 PG_PORT=${PG_PORT:-29001}      # PostgreSQL for pgbench
 REDIS_PORT=${REDIS_PORT:-29002}
+LAPI_PORT=${LAPI_PORT:-29003}  # the chain peer's CrowdSec LAPI
 PORT_BASE=${PORT_BASE:-29100}  # the i-th peer of PEERS listens on PORT_BASE+i
 COOLDOWN=${COOLDOWN:-2}        # seconds between two measurements
 CONNTRACK=${CONNTRACK:-auto}   # auto: NOTRACK rules if possible, else drain; or notrack|drain|off
@@ -47,7 +59,9 @@ DRAIN_MAX_WAIT=${DRAIN_MAX_WAIT:-180}  # TIME_WAIT entries live 120 s
 # One line each: name, backend (echo|pg|redis), flags (pid: needs a proxy
 # process, so direct is skipped; once: first repetition only; rate: runs on
 # the rate-limiting peers, *-rate, too, which run no other scenario; tls:
-# runs on the TLS-terminating peers, *-tls, only, which run no other), loadgen
+# runs on the TLS-terminating peers, *-tls, only, which run no other; chain:
+# runs on the middleware-chain peers, *-allow and *-chain, too, which run no
+# other), loadgen
 # arguments for a full run, and for QUICK=1. The arguments are the same for
 # every peer. The name is the loadgen subcommand.
 declare -A BACKEND_OF FLAGS_OF ARGS_OF
@@ -56,7 +70,7 @@ scenario() {
     if [[ $QUICK == 1 ]]; then ARGS_OF[$1]=$5; else ARGS_OF[$1]=$4; fi
 }
 #        name        backend flags     full run                                            QUICK=1
-scenario conn-rate   echo    -         "-workers 16 -ips 64 -duration 10s"                 "-workers 16 -ips 64 -duration 3s"
+scenario conn-rate   echo    chain     "-workers 16 -ips 64 -duration 10s"                 "-workers 16 -ips 64 -duration 3s"
 scenario rr          echo    -         "-conns 32 -per-ip 4 -size 100 -duration 10s"       "-conns 32 -per-ip 4 -size 100 -duration 3s"
 scenario pgbench     pg      -         "-clients 8 -threads 2 -duration 10s"               "-clients 8 -threads 2 -duration 3s"
 scenario redis       redis   -         "-clients 8 -requests 200000 -size 100"             "-clients 8 -requests 30000 -size 100"
@@ -92,7 +106,7 @@ stop_pid() {
     wait "$pid" 2>/dev/null || true
 }
 
-LOADGEN_PID= ECHO_PID= PEER_PID= PG_PID= REDIS_PID= PG_DIR= REDIS_DIR=
+LOADGEN_PID= ECHO_PID= PEER_PID= PG_PID= REDIS_PID= LAPI_PID= PG_DIR= REDIS_DIR=
 ADDED_RULES=()
 cleanup() {
     local r
@@ -100,6 +114,7 @@ cleanup() {
     stop_pid "$PEER_PID"; PEER_PID=
     stop_pid "$ECHO_PID"; ECHO_PID=
     stop_pid "$REDIS_PID"; REDIS_PID=
+    stop_pid "$LAPI_PID"; LAPI_PID=
     stop_pid "$PG_PID" INT; PG_PID=   # SIGINT: PostgreSQL's fast shutdown
     [[ -n $PG_DIR ]] && rm -rf "$PG_DIR"
     [[ -n $REDIS_DIR ]] && rm -rf "$REDIS_DIR"
@@ -122,13 +137,13 @@ port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 ulimit -n "$(ulimit -Hn)"
 log "results -> $OUT"
-(cd "$HERE" && go build -o "$BIN/" ./cmd/loadgen ./cmd/echo ./cmd/report) || die "building bench/cmd failed"
+(cd "$HERE" && go build -o "$BIN/" ./cmd/loadgen ./cmd/echo ./cmd/report ./cmd/chaindata) || die "building bench/cmd failed"
 LOADGEN=$BIN/loadgen
 
 declare -A BUILT_FROM
 # tollgate binaries: TOLLGATE_BIN, else a build of this checkout;
 # TOLLGATE_BASE_BIN, else (with TOLLGATE_BASE_REF) a build of that ref.
-if [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* || " $PEERS " == *" tollgate-redis "* || " $PEERS " == *" tollgate-tls "* || " $PEERS " == *" tollgate-close "* ]] && [[ -z ${TOLLGATE_BIN:-} ]]; then
+if [[ " $PEERS " =~ " "tollgate(-rate|-redis|-tls|-close|-allow|-chain)?" " ]] && [[ -z ${TOLLGATE_BIN:-} ]]; then
     log "TOLLGATE_BIN not set: building this checkout ($REPO) into $BIN/tollgate"
     (cd "$REPO" && CGO_ENABLED=0 go build -o "$BIN/tollgate" .) || die "building tollgate from $REPO failed"
     TOLLGATE_BIN=$BIN/tollgate
@@ -197,8 +212,8 @@ for p in $PEERS; do
     [[ $p == direct ]] || ! port_busy $((PORT_BASE + i)) || die "port $((PORT_BASE + i)) (peer $p) is in use: set PORT_BASE"
     i=$((i + 1))
 done
-for port in $ECHO_PORT $PG_PORT $REDIS_PORT; do
-    ! port_busy "$port" || die "port $port is in use: set ECHO_PORT, PG_PORT, REDIS_PORT"
+for port in $ECHO_PORT $PG_PORT $REDIS_PORT $LAPI_PORT; do
+    ! port_busy "$port" || die "port $port is in use: set ECHO_PORT, PG_PORT, REDIS_PORT, LAPI_PORT"
 done
 
 # --- connection tracking ---------------------------------------------------------
@@ -279,6 +294,70 @@ if [[ " $SCENARIOS " == *" redis "* ]] && ! start_redis; then
     stop_pid "$REDIS_PID"; REDIS_PID=
     SCENARIOS=$(echo " $SCENARIOS " | sed 's/ redis / /')
 fi
+# The chain peer's data and its CrowdSec Local API: `crowdsec -no-cs -no-capi`
+# (the LAPI alone, no Central API) with a configuration and SQLite database of
+# its own under $OUT/chain, on LAPI_PORT; a bouncer key for the peer; the ban
+# decisions chaindata wrote, imported with cscli. One LAPI serves the run.
+LAPI_DIR=$OUT/chain LAPI_URL= LAPI_KEY= MMDB=$OUT/chain/country.mmdb LAPI_BANS=
+start_lapi() {
+    local cfg=$LAPI_DIR/config.yaml
+    mkdir -p "$LAPI_DIR/data"
+    "$BIN/chaindata" -mmdb "$MMDB" -decisions "$LAPI_DIR/decisions.csv" || { log "chaindata failed"; return 1; }
+    cat >"$cfg" <<CONF
+common:
+  daemonize: false
+  log_media: stdout
+  log_level: warning
+  working_dir: $LAPI_DIR
+config_paths:
+  config_dir: $LAPI_DIR/
+  data_dir: $LAPI_DIR/data/
+  simulation_path: $LAPI_DIR/simulation.yaml
+  hub_dir: $LAPI_DIR/hub/
+  index_path: $LAPI_DIR/hub/.index.json
+  notification_dir: $LAPI_DIR/notifications/
+  plugin_dir: $LAPI_DIR/plugins/
+cscli:
+  output: human
+db_config:
+  log_level: warning
+  type: sqlite
+  db_path: $LAPI_DIR/data/crowdsec.db
+  use_wal: true
+api:
+  client:
+    credentials_path: $LAPI_DIR/local_api_credentials.yaml
+  server:
+    log_level: warning
+    listen_uri: 127.0.0.1:$LAPI_PORT
+    profiles_path: $LAPI_DIR/profiles.yaml
+    trusted_ips: [127.0.0.1, "::1"]
+prometheus:
+  enabled: false
+CONF
+    echo "simulation: off" >"$LAPI_DIR/simulation.yaml"
+    printf 'name: default_ip_remediation\nfilters:\n - Alert.Remediation == true\ndecisions:\n - type: ban\n   duration: 4h\non_success: break\n' >"$LAPI_DIR/profiles.yaml"
+    LAPI_URL=http://127.0.0.1:$LAPI_PORT
+    # The machine and the bouncer are written to the database; the
+    # decisions are imported through the running LAPI.
+    {
+        cscli -c "$cfg" machines add bench --password bench-password -f "$LAPI_DIR/local_api_credentials.yaml" --url "$LAPI_URL" &&
+            LAPI_KEY=$(cscli -c "$cfg" -oraw bouncers add tollgate-bench)
+    } >>"$OUT/lapi.log" 2>&1 || { log "cscli failed: $(tail -2 "$OUT/lapi.log")"; return 1; }
+    LAPI_KEY=$(echo "$LAPI_KEY" | tail -1 | tr -d '[:space:]')
+    crowdsec -c "$cfg" -no-cs -no-capi >>"$OUT/lapi.log" 2>&1 &
+    LAPI_PID=$!
+    "$LOADGEN" wait -target "127.0.0.1:$LAPI_PORT" -mode hold -timeout 60s || { log "the LAPI did not start: $(tail -2 "$OUT/lapi.log")"; return 1; }
+    cscli -c "$cfg" decisions import -i "$LAPI_DIR/decisions.csv" >>"$OUT/lapi.log" 2>&1 ||
+        { log "cscli decisions import failed: $(tail -2 "$OUT/lapi.log")"; return 1; }
+    LAPI_BANS="$(($(wc -l <"$LAPI_DIR/decisions.csv") - 1)) ban decisions"
+}
+if [[ " $PEERS " == *" tollgate-chain "* ]] && ! start_lapi; then
+    log "SKIP peer tollgate-chain: its CrowdSec LAPI could not be started (see $OUT/lapi.log)"
+    stop_pid "$LAPI_PID"; LAPI_PID=
+    PEERS=$(echo " $PEERS " | sed 's/ tollgate-chain / /')
+fi
+
 # The TLS peers' certificate: one ECDSA P-256 key pair for the run, the
 # same file for every peer (HAProxy takes certificate and key in one file).
 TLS_DIR=$OUT/tls
@@ -320,10 +399,11 @@ bin_info() { # path peer -> sha256 prefix and where it came from
         echo "$s = $(sysctl -n $s 2>/dev/null | tr '\t' ' ')"
     done
     for p in $PEERS; do echo "peer $p: ${VERSION_OF[$p]}"; done
-    [[ " $PEERS " == *" tollgate "* || " $PEERS " == *" tollgate-rate "* || " $PEERS " == *" tollgate-tls "* ]] && echo "tollgate binary: $TOLLGATE_BIN, $(bin_info "$TOLLGATE_BIN" tollgate)"
+    [[ " $PEERS " =~ " "tollgate(-rate|-redis|-tls|-close|-allow|-chain)?" " ]] && echo "tollgate binary: $TOLLGATE_BIN, $(bin_info "$TOLLGATE_BIN" tollgate)"
     [[ " $PEERS " == *" tollgate-base "* || " $PEERS " == *" tollgate-base-tls "* ]] && echo "tollgate-base binary: $TOLLGATE_BASE_BIN, $(bin_info "$TOLLGATE_BASE_BIN" tollgate-base)"
     [[ " $SCENARIOS " == *" pgbench "* ]] && echo "pgbench: $("$PG_BIN_DIR/pgbench" --version), server $("$PG_BIN_DIR/postgres" --version)"
     [[ " $SCENARIOS " == *" redis "* ]] && echo "redis: $(redis-server --version | cut -d' ' -f1-3)"
+    [[ " $PEERS " == *" tollgate-chain "* ]] && echo "chain: $LAPI_BANS in a CrowdSec LAPI ($(crowdsec -version 2>&1 | grep -m1 -o 'v[0-9][^ ]*')), $(du -h "$MMDB" | cut -f1) country database"
     echo "LIMIT=$LIMIT RATE=$RATE BURST=$BURST REPS=$REPS QUICK=$QUICK peers: $PEERS"
     echo "scenarios: $SCENARIOS"
 } >"$OUT/env.txt"
@@ -331,8 +411,9 @@ sed 's/^/  /' "$OUT/env.txt" >&2
 
 # --- peers --------------------------------------------------------------------------
 # render TEMPLATE OUTPUT: substitute ${LISTEN} ${BACKEND} ${LIMIT} ${RATE}
-# ${BURST} ${WORKDIR} ${CERT} ${KEY} ${CERTKEY} only, so every other $ in a
-# proxy's configuration passes through.
+# ${BURST} ${WORKDIR} ${CERT} ${KEY} ${CERTKEY} ${LAPI_URL} ${LAPI_KEY}
+# ${LAPI_BANS} ${MMDB} only, so every other $ in a proxy's configuration
+# passes through.
 render() {
     local s
     s=$(<"$1")
@@ -345,6 +426,10 @@ render() {
     s=${s//'${CERT}'/"$TLS_DIR/cert.pem"}
     s=${s//'${KEY}'/"$TLS_DIR/key.pem"}
     s=${s//'${CERTKEY}'/"$TLS_DIR/certkey.pem"}
+    s=${s//'${LAPI_URL}'/"$LAPI_URL"}
+    s=${s//'${LAPI_KEY}'/"$LAPI_KEY"}
+    s=${s//'${LAPI_BANS}'/"$LAPI_BANS"}
+    s=${s//'${MMDB}'/"$MMDB"}
     printf '%s\n' "$s" >"$2"
 }
 # start_peer NAME PORT BACKEND WAITMODE WORKDIR: render, start, wait until a
@@ -390,6 +475,11 @@ for rep in $(seq "$REPS"); do
             [[ $peer == *-tls ]] && tls_peer=1
             [[ ${FLAGS_OF[$sc]} == *tls* ]] && tls_sc=1
             ((tls_peer == tls_sc)) || continue
+            # The *-allow and *-chain peers compare middleware chains: they
+            # run the chain scenarios only.
+            if [[ $peer == *-allow || $peer == *-chain ]]; then
+                [[ ${FLAGS_OF[$sc]} == *chain* ]] || continue
+            fi
             # The *-rate peers limit the connection rate: only the rate
             # scenarios mean anything through them.
             rate=0 burst=0
@@ -433,3 +523,13 @@ echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/env.txt"
     -title "## tollgate comparison, LIMIT=$LIMIT, REPS=$REPS$([[ $QUICK == 1 ]] && echo ', QUICK (smoke run)'), $(date -u +%Y-%m-%d)"
 log "table: $OUT/table.md ($failures failed measurements)"
 cat "$OUT/table.md"
+
+# Keep the run: its results file, its line in the index, and (a full run) the
+# latest table of bench/README.md. PUBLISH=0 leaves the checkout untouched.
+if [[ $PUBLISH == 1 ]]; then
+    latest=()
+    if [[ $FULL == 1 && $failures == 0 ]]; then latest=(-latest -readme "$HERE/README.md"); fi
+    published=$("$BIN/report" publish -table "$OUT/table.md" -env "$OUT/env.txt" -results "$HERE/results" \
+        -host "$HOST_LABEL" "${latest[@]}") || die "publishing the run into $HERE/results failed"
+    log "kept: $published$([[ ${#latest[@]} -gt 0 ]] && echo ' (and bench/README.md'"'"'s latest table)')"
+fi

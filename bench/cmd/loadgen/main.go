@@ -64,7 +64,7 @@ type scenario struct {
 }
 
 // scenarios is the registry. Adding a scenario means adding an entry here
-// and a line in run.sh's SCENARIO table (see README.md).
+// and a line in run.sh's SCENARIO table (bench/README.md, "Adding a scenario").
 var scenarios = map[string]scenario{
 	"conn-rate":       {"connect, echo 64 B, close: conns/s, latency, proxy CPU per connection", connRateCmd},
 	"rr":              {"persistent connections doing small request/response round trips", rrCmd},

@@ -100,7 +100,7 @@ func throughputCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
 		// Segments the kernel dropped at a full receive queue, and the
 		// retransmission timeouts that resend them (host-wide; one peer runs
 		// at a time): each can stall a stream for the sender's backoff
-		// (bench/README.md, "Traps").
+		// (bench/README.md, "Traps in these measurements").
 		if after := netstat(); kernelBefore != nil && after != nil {
 			m["kernel_rcvq_drops"] = after["TCPRcvQDrop"] - kernelBefore["TCPRcvQDrop"]
 			m["kernel_rto_timeouts"] = after["TCPTimeouts"] - kernelBefore["TCPTimeouts"]
@@ -109,9 +109,9 @@ func throughputCmd(fs *flag.FlagSet, c *common) func() (*Result, error) {
 			m["proxy_cpu_s_per_gb"] = round(pc/(float64(got)/1e9), 3)
 		}
 		// What the client pays per GB too: on loopback a proxy can move
-		// work onto its peers (bench/README.md, "Last tables": a splice
-		// passes pages on untouched, and the client's copies of them cost
-		// more), so its own CPU is not the whole story on a shared host.
+		// work onto its peers (bench/results/2026-12-04-1839-intel-xeon.md: a
+		// splice passes pages on untouched, and the client's copies of them
+		// cost more), so its own CPU is not the whole story on a shared host.
 		if lc, ok := m["loadgen_cpu_s"].(float64); ok && got > 0 {
 			m["client_cpu_s_per_gb"] = round(lc/(float64(got)/1e9), 3)
 		}

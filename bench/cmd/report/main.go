@@ -6,6 +6,10 @@
 // The rows of known scenarios are listed below. A scenario with no listed
 // rows (a new one) gets every numeric metric it reports, so it shows up
 // before anyone edits this file.
+//
+// `report publish` (publish.go) then keeps the run: it writes
+// bench/results/<date>-<time>-<host>.md, lists it in bench/results/README.md
+// and, after a full run, makes its table bench/README.md's latest one.
 package main
 
 import (
@@ -138,6 +142,12 @@ var noRatio = map[string]bool{
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "publish" {
+		if err := publish(os.Args[2:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	in := flag.String("in", "results.jsonl", "loadgen JSON lines")
 	peersFlag := flag.String("peers", "", "column order, comma or space separated (default: order of appearance)")
 	ratiosFlag := flag.String("ratios", "", "ratio columns A/B, comma or space separated; those whose peers have no data are left out")
