@@ -65,7 +65,7 @@ func readDocument(content string, root func(*yparser) target) (ok bool) {
 	}
 	p := &yparser{s: content}
 	p.next()
-	if !p.eof && p.text == "---" {
+	if !p.eof && p.indent == 0 && p.text == "---" { // indented, it is no marker: yaml.v3 refuses it
 		p.next()
 	}
 	if p.eof {
@@ -341,8 +341,9 @@ func endOfValue(tail string) {
 }
 
 // quoted reads the one-line quoted scalar s starts with and returns it and
-// what follows it. Of double quotes' escapes, \\ \" \/ \n \r and \t are
-// read; the others take the slow path.
+// what follows it. Of double quotes' escapes, \\ \" \n \r and \t are
+// read; the others take the slow path (yaml.v3 refuses \/, which YAML 1.2
+// allows, and the fast path must refuse what it refuses).
 func quoted(s string) (string, string) {
 	if s[0] == '"' {
 		var b []byte // nil until an escape
@@ -361,7 +362,7 @@ func quoted(s string) (string, string) {
 					slow()
 				}
 				switch e := s[i]; e {
-				case '\\', '"', '/':
+				case '\\', '"':
 					b = append(b, e)
 				case 'n':
 					b = append(b, '\n')
@@ -798,7 +799,11 @@ func (s *scalarSeq) done() {
 		setScalar(sl.Index(i), strings.TrimSpace(it))
 	}
 	s.v.Set(sl)
-	*s = scalarSeq{items: s.items[:0]} // pooled, as targets are (valueSlot)
+	// Pooled, as targets are (valueSlot), with its items' array cleared: the
+	// items are substrings of the file's text, and a pooled array holding
+	// them would keep the whole text alive until the pool is dropped.
+	clear(s.items)
+	*s = scalarSeq{items: s.items[:0]}
 	seqPool.Put(s)
 }
 

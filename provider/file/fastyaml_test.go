@@ -272,3 +272,22 @@ func TestMaxFileSize(t *testing.T) {
 		t.Fatalf("error %v, want one naming %s and %q", m.Err, path, want)
 	}
 }
+
+// A scalar sequence goes back to seqPool with its items' array cleared: the
+// items are substrings of the file's text, and a pooled array still holding
+// them kept a 27 MB file alive after its configuration was built.
+func TestPooledSequenceHoldsNoText(t *testing.T) {
+	var tags []string
+	s := &scalarSeq{v: reflect.ValueOf(&tags).Elem()}
+	text := "a, b, c"
+	s.items = append(s.items, text[0:1], text[3:4], text[6:7])
+	s.done()
+	if len(tags) != 3 || tags[2] != "c" {
+		t.Fatalf("the sequence set %q", tags)
+	}
+	for i, it := range s.items[:cap(s.items)] {
+		if it != "" {
+			t.Fatalf("pooled item %d still holds %q", i, it)
+		}
+	}
+}
