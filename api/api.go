@@ -57,6 +57,8 @@ type Sources struct {
 	// per-second counts GET /api/history shows (nil leaves it out).
 	Dashboard bool
 	History   *History
+	// Debug serves /debug/vars and /debug/pprof/ (api.debug, debug.go).
+	Debug bool
 }
 
 // MaxTop bounds ?top= on the clients endpoint: a snapshot sorts every client
@@ -125,6 +127,9 @@ func Handler(src Sources) http.Handler {
 		mux.HandleFunc("POST /api/upgrade", src.upgradeHandler())
 	}
 	src.addDashboard(mux)
+	if src.Debug {
+		addDebug(mux)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			// Every endpoint but POST /api/upgrade is read-only: say so

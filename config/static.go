@@ -784,10 +784,10 @@ type API struct {
 	// on :8080, every interface, unless Address is set.
 	Insecure bool `description:"Serve the admin API on every interface, as Traefik's api.insecure: on entryPoints.traefik's address when that entry point exists (it then proxies nothing), else :8080; api.address wins." json:"insecure,omitempty" toml:"insecure,omitempty" yaml:"insecure,omitempty" export:"true"`
 	// Dashboard serves /dashboard/ on the API's listener (on with the API,
-	// as in Traefik): a read-only page of what the API serves. Debug is
-	// accepted for Traefik compatibility: there are no debug endpoints.
+	// as in Traefik): a read-only page of what the API serves. Debug serves
+	// Go's profiles and expvar under /debug/, as Traefik's api.debug.
 	Dashboard bool `description:"Serve the dashboard at /dashboard/ (under api.basePath) on the API's listener: a read-only view of what the API serves, to which / redirects." json:"dashboard,omitempty" toml:"dashboard,omitempty" yaml:"dashboard,omitempty" export:"true"`
-	Debug     bool `description:"Accepted for Traefik compatibility: tollgate has no debug endpoints." json:"debug,omitempty" toml:"debug,omitempty" yaml:"debug,omitempty" export:"true"`
+	Debug     bool `description:"Serve Go's profiles (/debug/pprof/) and runtime variables (/debug/vars) on the API's listener, as Traefik's api.debug; the command line is left out." json:"debug,omitempty" toml:"debug,omitempty" yaml:"debug,omitempty" export:"true"`
 	// AllowedHosts are the names, besides IP literals, localhost and
 	// *.localhost, that a request reaching an admin listener over loopback
 	// may give as its Host: any other name is refused, so that a web page

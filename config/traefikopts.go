@@ -92,7 +92,7 @@ var TraefikOptions = []OptionRule{
 	{"api.basePath", Applied, "<basePath>/api/...; /ping and /metrics stay at the root"},
 	{"api.dashboard", Applied, "the dashboard at /dashboard/ (under api.basePath) on the API's listener, on with the API (as in Traefik), with the live per-client limiter views (docs/operations/dashboard.md)"},
 	{"api.dashboardName", Ignored, "the dashboard's heading is tollgate's"},
-	{"api.debug", Ignored, "tollgate has no debug endpoints"},
+	{"api.debug", Applied, "/debug/vars and /debug/pprof/ under api.basePath, as Traefik's; without the command line (its flags can carry secrets) and with the block and mutex profiles at Go's default rates (off)"},
 	{"api.disableDashboardAd", Ignored, "tollgate's dashboard shows no advertisement"},
 
 	{"certificatesResolvers", Applied, "ACME on lego, as Traefik's: tlsChallenge (TLS-ALPN-01), httpChallenge (HTTP-01) or dnsChallenge (DNS-01), on acme.json"},

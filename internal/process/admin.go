@@ -190,7 +190,7 @@ func (p *proc) apiHandler(pl adminPlan, metrics http.Handler, token string) http
 	src := api.Sources{Server: p.srv, Watcher: p.watcher, Upgrade: up.Upgrade, UpgradeToken: token, Log: p.log,
 		Process: func() upgrade.View { return up.stats.View(os.Getpid(), up.state()) },
 		Static:  st, Version: p.o.Version, Started: p.o.Started,
-		Dashboard: st.API.Dashboard, History: p.hist}
+		Dashboard: st.API.Dashboard, History: p.hist, Debug: st.API.Debug}
 	if pl.apiMetrics {
 		src.Metrics = metrics
 	}
