@@ -27,6 +27,7 @@ type mwHistory struct {
 	prevAdm, prevRefus uint64
 	quiet              int       // samples in a row with nothing to show
 	s                  *mwSeries // nil once quiet for HistorySeconds
+	seen               int64     // the second of the last sample that found it
 }
 
 // mwSeries is one middleware's seconds: admitted and refused per second
@@ -53,7 +54,6 @@ type History struct {
 	reasons [tcp.NumReasons]series
 	prevRsn [tcp.NumReasons]uint64
 	mws     map[string]*mwHistory
-	seen    map[string]bool // scratch: the middlewares found by this sample
 }
 
 // reasonOrder is the reasons History counts, in tcp.Reason order.
@@ -61,7 +61,7 @@ var reasonOrder = tcp.Reasons()
 
 // NewHistory returns the sampler of srv's counters; Run samples them.
 func NewHistory(srv *proxy.Server) *History {
-	return &History{srv: srv, mws: map[string]*mwHistory{}, seen: map[string]bool{}}
+	return &History{srv: srv, mws: map[string]*mwHistory{}}
 }
 
 // Run samples every second until ctx ends.
@@ -122,7 +122,6 @@ func (h *History) sample(now time.Time) {
 	} else {
 		h.samples = int(min(int64(h.samples)+sec-h.end, HistorySeconds))
 	}
-	clear(h.seen)
 	st := h.srv.State()
 	st.Keepers().Counts(func(name string, c middleware.Counts) {
 		h.fileMiddleware(sec, first, name, c)
@@ -154,8 +153,8 @@ func (h *History) sample(now time.Time) {
 		}
 		h.prevRsn[i] = n
 	}
-	for name := range h.mws {
-		if !h.seen[name] {
+	for name, m := range h.mws {
+		if m.seen != sec {
 			delete(h.mws, name) // gone, with its counters: one made anew counts from zero
 		}
 	}
@@ -166,7 +165,6 @@ func (h *History) sample(now time.Time) {
 // first sample only sets where its counters start). Called under h.mu.
 func (h *History) fileMiddleware(sec int64, first bool, name string, c middleware.Counts) {
 	kind, adm, rej, inFlight, clients := c.Type, c.Admitted, c.Rejected, c.InFlight, c.Clients
-	h.seen[name] = true
 	m := h.mws[name]
 	if m == nil {
 		m = &mwHistory{kind: kind}
@@ -175,6 +173,7 @@ func (h *History) fileMiddleware(sec int64, first bool, name string, c middlewar
 		}
 		h.mws[name] = m
 	}
+	m.seen = sec
 	a, r := delta(adm, m.prevAdm), delta(rej, m.prevRefus)
 	m.prevAdm, m.prevRefus, m.kind = adm, rej, kind
 	if a == 0 && r == 0 && inFlight <= 0 {

@@ -111,7 +111,9 @@ func (ks *Keepers) Close() {
 }
 
 // Counts calls f with the decisions of every middleware whose state a
-// Keeper holds, kind by kind in their order, by name within a kind.
+// Keeper holds, kind by kind in their order, in no order within a kind
+// (the history and /metrics read it every second or scrape, and order
+// nothing by it). f must not keep c.Reasons: a kind reuses its array.
 func (ks *Keepers) Counts(f func(name string, c Counts)) {
 	for _, k := range ks.kinds {
 		typ := strings.ToLower(k.name())
@@ -137,7 +139,7 @@ type Counts struct {
 	// clients holding them, for the kinds that count them.
 	InFlight, Clients int64
 	// Reasons are its refusals by reason (tcp.Reason's String is the
-	// metric's reason label).
+	// metric's reason label), valid during the call that gives them.
 	Reasons []Refused
 }
 

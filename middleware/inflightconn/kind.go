@@ -27,18 +27,21 @@ func Limiters(ks *middleware.Keepers) *Registry { return middleware.KeeperOf[*Re
 // metrics is the kind's Kind.Metrics: each limiter's decisions, the
 // refusals of its shared store apart from those of the amount.
 func metrics(k middleware.Keeper, f func(name string, c middleware.Counts)) {
-	k.(*Registry).Each(func(name string, l *Limiter) {
+	var reasons [3]middleware.Refused // reused: f keeps no Reasons (Counts)
+	for name, l := range k.(*Registry).reg.All() {
 		s := l.Stats()
 		_, unreachable, queueFull := l.StoreCounts()
+		reasons[0] = middleware.Refused{Reason: tcp.ReasonLimit, N: s.Rejected - unreachable - queueFull, WouldBe: s.DryRun}
 		c := middleware.Counts{Admitted: s.Admitted, Rejected: s.Rejected, DryRun: s.DryRun, InFlight: s.InFlight, Clients: s.DistinctIPs,
-			Reasons: []middleware.Refused{{Reason: tcp.ReasonLimit, N: s.Rejected - unreachable - queueFull, WouldBe: s.DryRun}}}
+			Reasons: reasons[:1]}
 		if l.Store() != nil || unreachable+queueFull > 0 {
 			// A store's refusals are refusals even in dry run.
-			c.Reasons = append(c.Reasons, middleware.Refused{Reason: tcp.ReasonStoreUnreachable, N: unreachable},
-				middleware.Refused{Reason: tcp.ReasonStoreQueueFull, N: queueFull})
+			reasons[1] = middleware.Refused{Reason: tcp.ReasonStoreUnreachable, N: unreachable}
+			reasons[2] = middleware.Refused{Reason: tcp.ReasonStoreQueueFull, N: queueFull}
+			c.Reasons = reasons[:3]
 		}
 		f(name, c)
-	})
+	}
 }
 
 var (

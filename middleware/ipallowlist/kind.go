@@ -59,9 +59,10 @@ func (r *Registry) Close() {}
 var _ middleware.Keeper = (*Registry)(nil)
 
 func metrics(k middleware.Keeper, f func(name string, c middleware.Counts)) {
-	k.(*Registry).Each(func(name string, c *Counters) {
+	var reason [1]middleware.Refused // reused: f keeps no Reasons (Counts)
+	for name, c := range k.(*Registry).reg.All() {
 		d := c.Denied.Load()
-		f(name, middleware.Counts{Admitted: c.Allowed.Load(), Rejected: d,
-			Reasons: []middleware.Refused{{Reason: tcp.ReasonAllowList, N: d}}})
-	})
+		reason[0] = middleware.Refused{Reason: tcp.ReasonAllowList, N: d}
+		f(name, middleware.Counts{Admitted: c.Allowed.Load(), Rejected: d, Reasons: reason[:]})
+	}
 }

@@ -27,11 +27,12 @@ func Limiters(ks *middleware.Keepers) *Registry { return middleware.KeeperOf[*Re
 // metrics is the kind's Kind.Metrics: each limiter's decisions. It holds
 // no connection: the history counts none in flight.
 func metrics(k middleware.Keeper, f func(name string, c middleware.Counts)) {
-	k.(*Registry).Each(func(name string, l *Limiter) {
+	var reason [1]middleware.Refused // reused: f keeps no Reasons (Counts)
+	for name, l := range k.(*Registry).reg.All() {
 		s := l.Stats()
-		f(name, middleware.Counts{Admitted: s.Admitted, Rejected: s.Rejected, DryRun: s.DryRun,
-			Reasons: []middleware.Refused{{Reason: tcp.ReasonRate, N: s.Rejected, WouldBe: s.DryRun}}})
-	})
+		reason[0] = middleware.Refused{Reason: tcp.ReasonRate, N: s.Rejected, WouldBe: s.DryRun}
+		f(name, middleware.Counts{Admitted: s.Admitted, Rejected: s.Rejected, DryRun: s.DryRun, Reasons: reason[:]})
+	}
 }
 
 var (

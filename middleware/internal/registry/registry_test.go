@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -86,5 +87,39 @@ func TestRegistryConcurrentGet(t *testing.T) {
 		if e != got[0] {
 			t.Fatal("two values for one name")
 		}
+	}
+}
+
+// All ranges over every value once, in no particular order, stops when the
+// range does, and sees what was registered when the range started.
+func TestAll(t *testing.T) {
+	var r Registry[int]
+	for i := range 100 {
+		r.Update(fmt.Sprint("m", i), func(int, bool) (int, bool) { return i, true })
+	}
+	got := map[string]int{}
+	for n, v := range r.All() {
+		got[n] = v
+	}
+	if len(got) != 100 || got["m7"] != 7 || got["m99"] != 99 {
+		t.Fatalf("All gave %d values (m7=%d, m99=%d), want 100", len(got), got["m7"], got["m99"])
+	}
+	n := 0
+	for range r.All() {
+		if n++; n == 3 {
+			break
+		}
+	}
+	if n != 3 {
+		t.Fatalf("the range went on after break: %d", n)
+	}
+	all := r.All()
+	r.Update("late", func(int, bool) (int, bool) { return -1, true })
+	late := false
+	for n := range all {
+		late = late || n == "late"
+	}
+	if !late {
+		t.Fatal("a range started after a registration does not see it")
 	}
 }
