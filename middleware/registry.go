@@ -92,7 +92,8 @@ type Kind[C any] struct {
 	// once per proxy state (NewKeepers).
 	Keeper func(o Options) Keeper
 	// Metrics, when set, calls f with the decisions of each middleware
-	// whose state k (the kind's Keeper) holds, by name.
+	// whose state k (the kind's Keeper) holds, in any order; f keeps no
+	// Counts.Reasons past its call.
 	Metrics func(k Keeper, f func(name string, c Counts))
 }
 
