@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -254,5 +255,23 @@ func TestAccessLogFieldsAndMinDuration(t *testing.T) {
 	waitFor(t, "both connections finished", func() bool { return s.State().RouterOpen("r@file").Load() == 0 })
 	if lines := buf2.lines(); len(lines) != 1 || !strings.Contains(lines[0], "127.0.0.5") {
 		t.Errorf("minDuration 300ms: lines %q, want the long connection's alone", lines)
+	}
+}
+
+// With metrics on, a compile makes each router's traffic counters, so that
+// /metrics lists it before its first connection ends; with them off (an
+// access log alone) it makes none: nothing would read them.
+func TestRouterCountersOnlyWithMetrics(t *testing.T) {
+	be := startBackend(t, "")
+	var buf syncBuffer
+	al := zerolog.New(&buf)
+	for _, metrics := range []bool{true, false} {
+		s := newServerOpts(t, StateOptions{Observers: ConnObservers{AccessLog: &al, Metrics: metrics}}, nil, "tcp")
+		apply(s, "file", singleRouter(be.addr(), nil))
+		var names []string
+		s.State().EachRouterCounters(func(name string, _ *RouterCounters) { names = append(names, name) })
+		if want := map[bool]string{true: "[r@file]", false: "[]"}[metrics]; fmt.Sprint(names) != want {
+			t.Errorf("metrics %v: router counters %q after a compile", metrics, names)
+		}
 	}
 }
