@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"iter"
 	"net/netip"
 	"sync/atomic"
 
@@ -20,6 +21,17 @@ type AddrCounts struct {
 
 // Counts returns the connections admitted and refused.
 func (c *AddrCounts) Counts() (allowed, denied uint64) { return c.allowed.Load(), c.denied.Load() }
+
+// AddrMetrics is the Kind.Metrics of an AddrGate kind: the counts of each
+// middleware in lives, its refusals under reason.
+func AddrMetrics[L interface{ Counts() (uint64, uint64) }](lives iter.Seq2[string, L], reason tcp.Reason, f func(name string, c Counts)) {
+	var r [1]Refused // reused: f keeps no Reasons (Kind.Metrics)
+	for name, l := range lives {
+		a, d := l.Counts()
+		r[0] = Refused{Reason: reason, N: d}
+		f(name, Counts{Admitted: a, Rejected: d, Reasons: r[:]})
+	}
+}
 
 // AddrGate is the accept-time handler of a middleware that decides on the
 // client's address alone, before any byte is read, as ipAllowList does

@@ -139,12 +139,7 @@ func (k *Keeper) Close() { k.pool(zerolog.Nop()).Close() }
 
 // metrics is the kind's Kind.Metrics.
 func metrics(k middleware.Keeper, f func(name string, c middleware.Counts)) {
-	var reason [1]middleware.Refused // reused: f keeps no Reasons (Counts)
-	for name, l := range k.(*Keeper).lives.All() {
-		a, d := l.Counts()
-		reason[0] = middleware.Refused{Reason: RefusalReason, N: d}
-		f(name, middleware.Counts{Admitted: a, Rejected: d, Reasons: reason[:]})
-	}
+	middleware.AddrMetrics(k.(*Keeper).lives.All(), RefusalReason, f)
 }
 
 // Live is a geoIP middleware's state for the API and metrics: what it
